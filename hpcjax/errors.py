@@ -1,0 +1,44 @@
+"""One exception hierarchy for everything hpcjax reports to a user.
+
+Every error carries the message (what is wrong, with the bad value) and a hint
+(what would be valid, or what to do). The CLI prints both; Python callers get
+them as attributes.
+"""
+
+from __future__ import annotations
+
+
+class HpcjaxError(Exception):
+    """Base of every error hpcjax raises on purpose."""
+
+    exit_code = 1
+
+    def __init__(self, message: str, hint: str = "") -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def __str__(self) -> str:
+        return f"{self.message}\nhint: {self.hint}" if self.hint else self.message
+
+
+class UsageError(HpcjaxError):
+    """Bad input from the user: nothing was written or submitted."""
+
+    exit_code = 2
+
+
+class SpecError(UsageError):
+    """A job spec field holds a value that cannot be valid."""
+
+
+class SlurmNotFound(HpcjaxError):
+    """SLURM's commands are not installed on this machine."""
+
+
+class SubmitError(HpcjaxError):
+    """SLURM refused the job, or accepted a job that can never start."""
+
+
+class JobFailed(HpcjaxError):
+    """A submitted job ended in a state other than COMPLETED."""

@@ -1,0 +1,53 @@
+"""The example scripts in slurm/: seed 002's layouts, rendered from the templates.
+
+Regenerate them with:  python -m hpcjax.examples slurm
+A test fails, printing the diff and this command, when they are stale.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from hpcjax.render import render_sbatch
+from hpcjax.spec import Container, JobSpec, Layout
+
+REGENERATE = "python -m hpcjax.examples slurm"
+# As on seed 002's cluster: the site's JAX container comes from a module that sets $JAX_IMAGE.
+_SITE = dict(time="00:05:00", cpus_per_task=4, constraint="a100",
+             modules=("dl", "jax/23.10-sif"),
+             container=Container(runtime="singularity", image="$JAX_IMAGE"))
+
+
+def _example(nodes: int, gpus_per_node: int, gpus_per_process: int, *command: str) -> JobSpec:
+    layout = Layout(nodes=nodes, gpus_per_node=gpus_per_node, gpus_per_process=gpus_per_process)
+    return JobSpec(layout=layout, job_name=layout.name, command=command, **_SITE)
+
+
+EXAMPLES: dict[str, JobSpec] = {
+    # 1 node, 4 GPUs, one process per GPU (seed: G4N1p4.slurm, query_v1.py)
+    "G4N1p4.slurm": _example(1, 4, 1, "hpcjax", "check", "devices"),
+    # 2 nodes x 2 GPUs, one process per node owning both (seed: G4N2p2.slurm, query_v2.py)
+    "G4N2p2.slurm": _example(2, 2, 2, "hpcjax", "check", "devices"),
+    # 2 nodes x 2 GPUs, one process per GPU (seed: G4N2p4.slurm)
+    "G4N2p4.slurm": _example(2, 2, 1, "hpcjax", "check", "devices"),
+    # 2 nodes x 4 GPUs, the all-reduce over all 8 (seed: allreduce.slurm)
+    "G8N2p8-allreduce.slurm": _example(2, 4, 1, "hpcjax", "check", "allreduce"),
+}
+
+
+def rendered_examples() -> dict[str, str]:
+    return {name: render_sbatch(spec) for name, spec in EXAMPLES.items()}
+
+
+def main(argv: list[str]) -> int:
+    out = Path(argv[0] if argv else "slurm")
+    out.mkdir(parents=True, exist_ok=True)
+    for name, text in rendered_examples().items():
+        (out / name).write_text(text)
+        print(out / name, file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

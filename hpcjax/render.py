@@ -1,0 +1,66 @@
+"""Render a JobSpec into sbatch text: a pure function, no subprocess, no JAX."""
+
+from __future__ import annotations
+
+import shlex
+from functools import lru_cache
+from pathlib import Path
+
+import jinja2
+
+from hpcjax import __version__
+from hpcjax.spec import JobSpec
+
+TEMPLATE = "sbatch.sh.j2"
+# Log names carry the job id and the rank (SLURM fills %j and %t) so `hpcjax logs`
+# finds each rank's file. Not the host (%N): it is the machine's hostname, which
+# need not be the SLURM node name.
+BATCH_LOG = "{dir}/%j-batch.log"
+RANK_LOG = "{dir}/%j-rank%t.log"
+
+
+def template_dir() -> Path:
+    """Inside a wheel the templates are the package hpcjax/templates; in a source
+    checkout they are the top-level templates/ beside hpcjax/."""
+    here = Path(__file__).resolve().parent
+    for candidate in (here / "templates", here.parent / "templates"):
+        if (candidate / TEMPLATE).is_file():
+            return candidate
+    raise FileNotFoundError(f"{TEMPLATE} not found beside {here}; reinstall hpcjax")
+
+
+@lru_cache(maxsize=1)
+def _environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(template_dir()),
+        undefined=jinja2.StrictUndefined,
+        autoescape=False,  # shell, not HTML: every user string goes through |q instead
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+    )
+    env.filters["q"] = lambda value: shlex.quote(str(value))
+    return env
+
+
+def image_word(spec: JobSpec) -> str:
+    """The image as one shell word; $VAR images expand inside the job, and fail
+    loudly there if the module that should set them was not loaded."""
+    var = spec.container.image_env_var
+    if var is None:
+        return shlex.quote(spec.container.image or "")
+    return f'"${{{var}:?is not set: load the module that provides the image}}"'
+
+
+def render_sbatch(spec: JobSpec) -> str:
+    """The sbatch script for spec. What `hpcjax render` prints is what `submit` submits."""
+    return _environment().get_template(TEMPLATE).render(
+        spec=spec,
+        layout=spec.layout,
+        container=spec.container,
+        image=image_word(spec),
+        batch_log=BATCH_LOG.format(dir=spec.output_dir),
+        rank_log=RANK_LOG.format(dir=spec.output_dir),
+        version=__version__,
+    )
+

@@ -1,0 +1,236 @@
+"""The job spec: frozen, keyword-only dataclasses that validate themselves.
+
+A spec describes one SLURM job: the GPU layout, the resources, the container
+and the command. Every bad value raises SpecError naming the value, what would
+be valid, and a hint. Nothing here touches SLURM or JAX.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from hpcjax.errors import SpecError
+
+RUNTIMES = ("apptainer", "singularity", "none")
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# An image given as "$NAME" or "${NAME}" is read from the job's environment when
+# it runs (site modules such as `module load jax/23.10-sif` export JAX_IMAGE).
+IMAGE_FROM_ENV = re.compile(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?")
+# SLURM's accepted walltime forms: M, M:S, H:M:S, D-H, D-H:M, D-H:M:S.
+WALLTIME = re.compile(r"(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?")
+MEMORY = re.compile(r"\d+[KMGT]?")
+# Variables the rendered script sets itself so every rank knows the layout.
+RESERVED_ENV_PREFIX = "HPCJAX_"
+
+
+def _require_int(name: str, value: object, minimum: int, hint: str) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise SpecError(f"{name} must be an integer >= {minimum}, got {value!r}", hint)
+
+
+def _require_text(name: str, value: str, *, spaces: bool = True) -> None:
+    """Reject what no quoting can carry into an #SBATCH line or argv."""
+    if not isinstance(value, str) or not value:
+        raise SpecError(f"{name} must be a non-empty string, got {value!r}",
+                        f"give {name} a value or leave it out")
+    if any(ord(c) < 32 or ord(c) == 127 for c in value):
+        raise SpecError(f"{name} contains a control character (newline, tab, ...): {value!r}",
+                        f"write {name} on one line without control characters")
+    if not spaces and " " in value:
+        raise SpecError(f"{name} contains a space: {value!r}",
+                        f"SLURM {name} names never contain spaces; check the spelling")
+
+
+def parse_walltime(text: str) -> int:
+    """Return SLURM walltime text as seconds; raise SpecError if SLURM would not accept it."""
+    hint = "use SLURM's forms: MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS (e.g. 02:00:00)"
+    match = WALLTIME.fullmatch(text.strip()) if isinstance(text, str) else None
+    if match is None:
+        raise SpecError(f"malformed walltime {text!r}", hint)
+    days, first, second, third = match.groups()
+    numbers = [int(x) for x in (first, second, third) if x is not None]
+    if days is not None:  # D-H[:M[:S]]
+        hours, minutes, seconds = (numbers + [0, 0])[:3]
+        total = ((int(days) * 24 + hours) * 60 + minutes) * 60 + seconds
+        in_range = hours < 24 and minutes < 60 and seconds < 60
+    elif len(numbers) == 3:  # H:M:S
+        hours, minutes, seconds = numbers
+        total, in_range = (hours * 60 + minutes) * 60 + seconds, minutes < 60 and seconds < 60
+    elif len(numbers) == 2:  # M:S
+        total, in_range = numbers[0] * 60 + numbers[1], numbers[1] < 60
+    else:  # M
+        total, in_range = numbers[0] * 60, True
+    if not in_range or total <= 0:
+        raise SpecError(f"walltime {text!r} is out of range", hint)
+    return total
+
+
+def format_walltime(seconds: int) -> str:
+    days, rest = divmod(seconds, 86400)
+    clock = f"{rest // 3600:02d}:{rest % 3600 // 60:02d}:{rest % 60:02d}"
+    return f"{days}-{clock}" if days else clock
+
+
+@dataclass(frozen=True, kw_only=True)
+class Layout:
+    """N nodes, G GPUs per node, K GPUs per process (DESIGN.md, layout vocabulary)."""
+
+    nodes: int = 1
+    gpus_per_node: int = 1
+    gpus_per_process: int = 1  # 1: one process per GPU; == gpus_per_node: one per node
+
+    def __post_init__(self) -> None:
+        _require_int("nodes", self.nodes, 1, "ask for at least one node: --nodes 1")
+        _require_int("gpus_per_node", self.gpus_per_node, 1,
+                     "ask for the GPUs of each node: --gpus-per-node 4")
+        _require_int("gpus_per_process", self.gpus_per_process, 1,
+                     "1 runs one process per GPU; --gpus-per-node runs one process per node")
+        if self.gpus_per_node % self.gpus_per_process:
+            divisors = [k for k in range(1, self.gpus_per_node + 1) if self.gpus_per_node % k == 0]
+            raise SpecError(
+                f"gpus_per_process={self.gpus_per_process} does not divide "
+                f"gpus_per_node={self.gpus_per_node}",
+                f"every process owns the same number of GPUs of one node; valid values: "
+                f"{', '.join(map(str, divisors))}")
+
+    @property
+    def tasks_per_node(self) -> int:
+        return self.gpus_per_node // self.gpus_per_process
+
+    @property
+    def num_processes(self) -> int:
+        return self.nodes * self.tasks_per_node
+
+    @property
+    def total_gpus(self) -> int:
+        return self.nodes * self.gpus_per_node
+
+    @property
+    def name(self) -> str:
+        """The seed's naming: G<total gpus>N<nodes>p<processes>."""
+        return f"G{self.total_gpus}N{self.nodes}p{self.num_processes}"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Container:
+    """How every rank is launched: through Apptainer/Singularity with --nv, or bare."""
+
+    runtime: str = "none"  # apptainer | singularity | none
+    image: str | None = None  # a path, a URI (docker://...), or $VAR read inside the job
+    binds: tuple[str, ...] = ()  # SRC[:DST[:OPTS]] as apptainer --bind takes them
+    flags: tuple[str, ...] = ()  # extra arguments to `<runtime> exec`
+
+    def __post_init__(self) -> None:
+        if self.runtime not in RUNTIMES:
+            raise SpecError(f"unknown container runtime {self.runtime!r}",
+                            f"valid runtimes: {', '.join(RUNTIMES)}")
+        object.__setattr__(self, "binds", tuple(self.binds))
+        object.__setattr__(self, "flags", tuple(self.flags))
+        if self.runtime == "none":
+            if self.image is not None or self.binds or self.flags:
+                raise SpecError("an image, binds or container flags were given with runtime 'none'",
+                                "pick a runtime (--runtime apptainer) or drop --image/--bind")
+            return
+        if self.image is None:
+            raise SpecError(f"runtime {self.runtime!r} needs an image",
+                            "give the container image: --image /path/to/jax.sif")
+        _require_text("image", self.image)
+        for bind in self.binds:
+            _require_text("bind", bind)
+        for flag in self.flags:
+            _require_text("container flag", flag)
+        if not self.image_is_local_file:
+            return
+        if not Path(self.image).exists():
+            raise SpecError(f"image {self.image!r} does not exist",
+                            "give the path of an existing .sif file, a URI such as "
+                            "docker://nvcr.io/nvidia/jax:24.04-py3, or $VAR for an image "
+                            "that a module sets inside the job")
+
+    @property
+    def image_env_var(self) -> str | None:
+        match = IMAGE_FROM_ENV.fullmatch(self.image or "")
+        return match.group(1) if match else None
+
+    @property
+    def image_is_local_file(self) -> bool:
+        return self.image is not None and "://" not in self.image and self.image_env_var is None
+
+
+@dataclass(frozen=True, kw_only=True)
+class JobSpec:
+    """Everything needed to render one sbatch script."""
+
+    command: tuple[str, ...]  # argv of the program every rank runs
+    layout: Layout = field(default_factory=Layout)
+    container: Container = field(default_factory=Container)
+    time: str = "01:00:00"  # walltime, any form SLURM accepts; stored normalized
+    job_name: str = "hpcjax"
+    partition: str | None = None
+    account: str | None = None
+    qos: str | None = None
+    constraint: str | None = None  # SLURM feature expression, e.g. "a100&ib"
+    cpus_per_task: int | None = None
+    mem: str | None = None  # per node, SLURM units: 64G, 500M, 0 = all of it
+    exclusive: bool = False
+    output_dir: str = "hpcjax-logs"  # where the per-rank logs go (shared storage)
+    modules: tuple[str, ...] = ()  # `module load` arguments, in order
+    env: tuple[tuple[str, str], ...] = ()  # exported before srun, in order
+    signal_grace_s: int = 120  # USR2 this long before the time limit, for checkpoints
+
+    def __post_init__(self) -> None:
+        command = tuple(self.command)
+        if not command or not command[0]:
+            raise SpecError("the command is empty",
+                            "put the program after --: hpcjax render ... -- python train.py")
+        if any(not isinstance(a, str) or "\0" in a for a in command):
+            raise SpecError(f"command arguments must be strings without NUL bytes: {command!r}",
+                            "pass each argument as a plain string")
+        object.__setattr__(self, "command", command)
+        object.__setattr__(self, "time", format_walltime(parse_walltime(self.time)))
+        _require_text("job_name", self.job_name)
+        for name in ("partition", "account", "qos"):
+            if getattr(self, name) is not None:
+                _require_text(name, getattr(self, name), spaces=False)
+        if self.constraint is not None:
+            _require_text("constraint", self.constraint)
+        if self.cpus_per_task is not None:
+            _require_int("cpus_per_task", self.cpus_per_task, 1, "e.g. --cpus-per-task 8")
+        if self.mem is not None and not (isinstance(self.mem, str) and MEMORY.fullmatch(self.mem)):
+            raise SpecError(f"malformed memory size {self.mem!r}",
+                            "use SLURM's units: a number with K, M, G or T (64G), or 0 for all")
+        _require_text("output_dir", self.output_dir)
+        _require_int("signal_grace_s", self.signal_grace_s, 0, "seconds before the time limit")
+        object.__setattr__(self, "modules", tuple(self.modules))
+        for module in self.modules:
+            _require_text("module", module)
+        object.__setattr__(self, "env", tuple((k, v) for k, v in dict(self.env).items()))
+        for key, value in self.env:
+            check_env_pair(key, value)
+
+    @property
+    def time_seconds(self) -> int:
+        return parse_walltime(self.time)
+
+
+def check_env_pair(key: str, value: str) -> None:
+    if not isinstance(key, str) or not ENV_NAME.fullmatch(key):
+        raise SpecError(f"invalid environment variable name {key!r}",
+                        "names are letters, digits and _, not starting with a digit: --env KEY=VALUE")
+    if key.startswith(RESERVED_ENV_PREFIX):
+        raise SpecError(f"{key} is set by hpcjax itself from the layout",
+                        "use --nodes, --gpus-per-node and --gpus-per-process instead")
+    if not isinstance(value, str) or "\0" in value:
+        raise SpecError(f"environment value for {key} must be a string without NUL bytes",
+                        "pass the value as text: --env KEY=VALUE")
+
+
+def parse_env_assignment(text: str) -> tuple[str, str]:
+    """'KEY=VALUE' -> (KEY, VALUE); the value may be empty and may contain '='."""
+    key, sep, value = text.partition("=")
+    if not sep:
+        raise SpecError(f"malformed --env {text!r}: no '='", "write --env KEY=VALUE")
+    check_env_pair(key, value)
+    return key, value

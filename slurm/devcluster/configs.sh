@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# Write slurm.conf, gres.conf and slurmdbd.conf into $1 from NODES GPUS CPUS HOST DIR PORT_BASE.
+set -euo pipefail
+out=$1
+last_port=$((PORT_BASE + 100 + NODES - 1))
+cat >"$out/slurm.conf" <<CONF
+# Written by hpcjax slurm/devcluster/up.sh; regenerated on every start.
+ClusterName=hpcjaxdev
+SlurmctldHost=$HOST(127.0.0.1)
+SlurmctldPort=$PORT_BASE
+SlurmdPort=$((PORT_BASE + 1))
+AuthType=auth/munge
+AuthInfo=socket=$DIR/munge/munge.socket
+SlurmUser=root
+SlurmdUser=root
+StateSaveLocation=$DIR/state
+SlurmdSpoolDir=$DIR/spool/slurmd.%n
+SlurmctldPidFile=$DIR/run/slurmctld.pid
+SlurmdPidFile=$DIR/run/slurmd.%n.pid
+SlurmctldLogFile=$DIR/log/slurmctld.log
+SlurmdLogFile=$DIR/log/slurmd.%n.log
+# No cgroups on these machines: track processes by parent, bind no tasks.
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+MpiDefault=none
+ReturnToService=2
+SchedulerType=sched/backfill
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+GresTypes=gpu
+# Nodes may declare more CPUs than this machine has.
+SlurmdParameters=config_overrides
+AccountingStorageType=accounting_storage/slurmdbd
+AccountingStorageHost=localhost
+AccountingStoragePort=$((PORT_BASE + 2))
+# The munge socket for connections to slurmdbd (AuthInfo covers the rest).
+AccountingStoragePass=$DIR/munge/munge.socket
+AccountingStorageTRES=gres/gpu
+JobAcctGatherType=jobacct_gather/none
+JobCompType=jobcomp/none
+MinJobAge=300
+KillWait=30
+InactiveLimit=0
+NodeName=node[1-$NODES] NodeHostname=$HOST NodeAddr=127.0.0.1 Port=[$((PORT_BASE + 100))-$last_port] CPUs=$CPUS RealMemory=16000 Gres=gpu:$GPUS State=UNKNOWN
+PartitionName=gpu Nodes=node[1-$NODES] Default=YES MaxTime=INFINITE State=UP
+CONF
+{
+  echo "# Written by hpcjax slurm/devcluster/up.sh: GPUs emulated by character devices."
+  echo "AutoDetect=off"
+  for node in $(seq 1 "$NODES"); do
+    echo "NodeName=node$node Name=gpu File=$DIR/dev/node$node/nvidia[0-$((GPUS - 1))]"
+  done
+} >"$out/gres.conf"
+cat >"$out/slurmdbd.conf" <<CONF
+# Written by hpcjax slurm/devcluster/up.sh.
+AuthType=auth/munge
+AuthInfo=socket=$DIR/munge/munge.socket
+DbdHost=localhost
+DbdPort=$((PORT_BASE + 2))
+SlurmUser=root
+LogFile=$DIR/log/slurmdbd.log
+PidFile=$DIR/run/slurmdbd.pid
+StorageType=accounting_storage/mysql
+StorageHost=127.0.0.1
+StoragePort=$((PORT_BASE + 3))
+StorageUser=slurm
+StoragePass=slurmdev
+StorageLoc=slurm_acct_db
+CONF

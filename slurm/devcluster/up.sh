@@ -1,0 +1,187 @@
+#!/usr/bin/env bash
+# Start a real SLURM cluster on this machine: munge, MariaDB, slurmdbd, slurmctld
+# and one slurmd per emulated node, each node with emulated GPUs (gres/gpu backed
+# by character devices). Idempotent: a running cluster with the same settings is
+# left as it is. Needs root on Debian 12; installs missing packages with apt-get.
+#
+# Settings (environment):
+#   HPCJAX_DEVCLUSTER_DIR      state, logs, configuration (default /var/lib/hpcjax-devcluster)
+#   HPCJAX_DEVCLUSTER_NODES    number of nodes (default 2: node1, node2)
+#   HPCJAX_DEVCLUSTER_GPUS     emulated GPUs per node (default 4)
+#   HPCJAX_DEVCLUSTER_CPUS     CPUs per node (default 8; may exceed the machine's)
+#
+# Clients find the cluster through /etc/slurm/slurm.conf (a symlink this script
+# creates only if no other configuration is there) or SLURM_CONF=$DIR/etc/slurm.conf.
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source-path=SCRIPTDIR source=common.sh
+source "$here/common.sh"
+
+NODES=${HPCJAX_DEVCLUSTER_NODES:-2}
+GPUS=${HPCJAX_DEVCLUSTER_GPUS:-4}
+CPUS=${HPCJAX_DEVCLUSTER_CPUS:-8}
+PACKAGES=(slurm-wlm slurmdbd munge mariadb-server)
+
+for value in "$NODES" "$GPUS" "$CPUS"; do
+  [[ $value =~ ^[1-9][0-9]*$ ]] || die "node, GPU and CPU counts must be positive integers, got '$value'"
+done
+[[ $(id -u) == 0 ]] || die "up.sh must run as root (it starts system daemons)"
+
+install_packages() {
+  local missing=()
+  for pkg in "${PACKAGES[@]}" ; do
+    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+  done
+  [[ ${#missing[@]} == 0 ]] && return
+  log "installing ${missing[*]} (apt-get)"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq >"$DIR/log/apt.log" 2>&1 || apt_failed
+  apt-get install -y -qq "${missing[@]}" >>"$DIR/log/apt.log" 2>&1 || apt_failed
+}
+
+apt_failed() {
+  tail -n 20 "$DIR/log/apt.log" >&2
+  die "apt-get failed (log above, full log in $DIR/log/apt.log)"
+}
+
+write_configs() {
+  local tmp="$DIR/etc/.new" host
+  host=$(hostname -s)
+  mkdir -p "$tmp"
+  NODES=$NODES GPUS=$GPUS CPUS=$CPUS HOST=$host DIR=$DIR PORT_BASE=$PORT_BASE \
+    bash "$here/configs.sh" "$tmp"
+  if [[ -f $DIR/etc/slurm.conf ]] && ! diff -q "$tmp/slurm.conf" "$DIR/etc/slurm.conf" >/dev/null; then
+    log "settings changed: restarting the cluster"
+    bash "$here/down.sh"
+  fi
+  cp "$tmp"/* "$DIR/etc/"
+  chmod 600 "$DIR/etc/slurmdbd.conf"
+  rm -rf "$tmp"
+}
+
+make_gpu_devices() {
+  local node gpu
+  for node in $(seq 1 "$NODES"); do
+    mkdir -p "$DIR/dev/node$node"
+    for gpu in $(seq 0 $((GPUS - 1))); do
+      # A character device like /dev/nvidiaN; slurmd only needs it to exist.
+      [[ -c $DIR/dev/node$node/nvidia$gpu ]] || mknod "$DIR/dev/node$node/nvidia$gpu" c 1 3
+    done
+  done
+}
+
+add_hosts() {
+  # Node names must resolve: JAX's coordinator address is a node's hostname.
+  local names="" node
+  for node in $(seq 1 "$NODES"); do
+    grep -qE "^[^#]*[[:space:]]node$node([[:space:]]|$)" /etc/hosts || names+=" node$node"
+  done
+  [[ -z $names ]] || echo "127.0.0.1$names # hpcjax-devcluster" >>/etc/hosts
+}
+
+link_system_config() {
+  local system=/etc/slurm/slurm.conf
+  mkdir -p /etc/slurm
+  if [[ -L $system && $(readlink "$system") == "$DIR/etc/slurm.conf" ]]; then return; fi
+  if [[ -e $system || -L $system ]]; then
+    log "leaving $system alone (not ours); use: export SLURM_CONF=$DIR/etc/slurm.conf"
+    return
+  fi
+  ln -s "$DIR/etc/slurm.conf" "$system"
+}
+
+start_munge() {
+  running munged && return
+  # The socket's directory must be reachable by all; the key's readable by munge only.
+  mkdir -p "$DIR/munge/key"
+  if [[ ! -f $DIR/munge/key/munge.key ]]; then
+    dd if=/dev/urandom of="$DIR/munge/key/munge.key" bs=1024 count=1 status=none
+  fi
+  chown -R munge:munge "$DIR/munge"
+  chmod 755 "$DIR/munge"
+  chmod 700 "$DIR/munge/key"
+  chmod 400 "$DIR/munge/key/munge.key"
+  runuser -u munge -- /usr/sbin/munged --key-file="$DIR/munge/key/munge.key" \
+    --socket="$DIR/munge/munge.socket" --pid-file="$(pidfile_of munged)" \
+    --log-file="$(logfile_of munged)" --seed-file="$DIR/munge/munged.seed" \
+    || fail_with_log munged
+}
+
+start_mariadb() {
+  running mariadbd && return
+  local data="$DIR/mysql/data"
+  mkdir -p "$DIR/mysql"
+  chown mysql:mysql "$DIR/mysql"
+  if [[ ! -d $data/mysql ]]; then
+    mariadb-install-db --no-defaults --user=mysql --datadir="$data" \
+      --auth-root-authentication-method=socket >"$DIR/log/mariadb-install.log" 2>&1 \
+      || { tail_log "$DIR/log/mariadb-install.log"; die "mariadb-install-db failed"; }
+  fi
+  setsid /usr/sbin/mariadbd --no-defaults --user=mysql --datadir="$data" \
+    --socket="$DIR/mysql/mysqld.sock" --bind-address=127.0.0.1 --port="$((PORT_BASE + 3))" \
+    --pid-file="$(pidfile_of mariadbd)" --log-error="$(logfile_of mariadbd)" \
+    </dev/null >/dev/null 2>&1 &
+  wait_for "MariaDB" 30 mariadb --no-defaults --socket="$DIR/mysql/mysqld.sock" -u root -e "SELECT 1" \
+    || fail_with_log mariadbd
+  mariadb --no-defaults --socket="$DIR/mysql/mysqld.sock" -u root <<SQL
+CREATE USER IF NOT EXISTS 'slurm'@'127.0.0.1' IDENTIFIED BY 'slurmdev';
+CREATE USER IF NOT EXISTS 'slurm'@'localhost' IDENTIFIED BY 'slurmdev';
+GRANT ALL ON slurm_acct_db.* TO 'slurm'@'127.0.0.1';
+GRANT ALL ON slurm_acct_db.* TO 'slurm'@'localhost';
+SQL
+}
+
+start_slurmdbd() {
+  running slurmdbd && return
+  # slurmdbd reads slurmdbd.conf beside the slurm.conf that SLURM_CONF names.
+  SLURM_CONF="$DIR/etc/slurm.conf" /usr/sbin/slurmdbd || fail_with_log slurmdbd
+  wait_for "slurmdbd" 30 sacctmgr -n list cluster || fail_with_log slurmdbd
+  if ! sacctmgr -n -P list cluster format=cluster | grep -qx "$CLUSTER"; then
+    sacctmgr -i add cluster "$CLUSTER" >/dev/null
+  fi
+}
+
+start_slurmctld() {
+  running slurmctld && return
+  /usr/sbin/slurmctld -f "$DIR/etc/slurm.conf" || fail_with_log slurmctld
+  wait_for "slurmctld" 30 scontrol ping || fail_with_log slurmctld
+}
+
+start_slurmd() {
+  local node
+  for node in $(seq 1 "$NODES"); do
+    running "slurmd.node$node" && continue
+    /usr/sbin/slurmd -f "$DIR/etc/slurm.conf" -N "node$node" \
+      || fail_with_log "slurmd.node$node"
+  done
+}
+
+wait_until_idle() {
+  local deadline=$((SECONDS + 60)) states
+  while ((SECONDS < deadline)); do
+    states=$(sinfo -h -N -o '%t' 2>/dev/null | sort -u | tr '\n' ' ')
+    [[ $states == "idle " ]] && [[ $(sinfo -h -N -o '%N' | sort -u | wc -l) == "$NODES" ]] && return
+    sleep 0.5
+  done
+  sinfo -N >&2 || true
+  for node in $(seq 1 "$NODES"); do tail_log "$DIR/log/slurmd.node$node.log"; done
+  tail_log "$DIR/log/slurmctld.log"
+  die "nodes did not become idle within 60 s (states: ${states:-none})"
+}
+
+mkdir -p "$DIR"/{etc,log,run,state,spool}
+install_packages
+write_configs
+export SLURM_CONF="$DIR/etc/slurm.conf"
+make_gpu_devices
+add_hosts
+link_system_config
+start_munge
+start_mariadb
+start_slurmdbd
+start_slurmctld
+start_slurmd
+wait_until_idle
+log "cluster '$CLUSTER' is up: $NODES nodes x $GPUS GPUs x $CPUS CPUs (SLURM_CONF=$SLURM_CONF)"
+sinfo -N -o '%N %P %t %c %G' >&2

@@ -1,0 +1,1 @@
+"""Jinja templates of hpcjax; shipped inside the wheel as hpcjax.templates."""
