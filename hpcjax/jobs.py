@@ -75,28 +75,25 @@ class JobStatus:
 
 
 def job_status(job_id: str) -> JobStatus:
-    """The job's state from accounting (finished jobs too), else from the queue."""
+    """The job's state: the controller's word while it remembers the job (it is
+    current; accounting lags a moment behind), accounting's for older jobs, and
+    accounting's exit code, elapsed time, working directory and steps."""
     job_id = check_job_id(job_id)
     text = run_slurm(["sacct", "-j", job_id, "-P", "-n", "-o", ",".join(SACCT_FIELDS)])
     rows = [dict(zip(SACCT_FIELDS, line.split("|"))) for line in text.splitlines() if line]
-    main = next((r for r in rows if r["JobID"] == job_id), None)
-    if main is None:
-        return _status_from_queue(job_id)
-    state = main["State"].split()[0]  # "CANCELLED by 0" -> CANCELLED
-    return JobStatus(job_id=job_id, name=main["JobName"], state=state, reason=main["Reason"],
-                     exit_code=main["ExitCode"], elapsed=main["Elapsed"],
-                     nodelist=main["NodeList"], workdir=main["WorkDir"],
-                     steps=[r for r in rows if r["JobID"] != job_id])
-
-
-def _status_from_queue(job_id: str) -> JobStatus:
-    # Accounting can lag a second behind a fresh submission; the queue cannot.
-    text = run_slurm(["squeue", "-h", "-j", job_id, "-o", "%j|%T|%r|%N|%M"]).strip()
-    if not text:
+    main = next((r for r in rows if r["JobID"] == job_id), {})
+    queue = run_slurm(["squeue", "-h", "-t", "all", "-j", job_id, "-o", "%j|%T|%r|%N|%M"]).strip()
+    if not queue and not main:
         raise HpcjaxError(f"SLURM knows no job {job_id}", "check the id with `squeue --me` or `sacct`")
-    name, state, reason, nodes, elapsed = text.splitlines()[0].split("|")
-    return JobStatus(job_id=job_id, name=name, state=state, reason=reason, nodelist=nodes,
-                     elapsed=elapsed)
+    status = JobStatus(job_id=job_id, name=main.get("JobName", ""),
+                       state=main.get("State", "").split(" ")[0],  # "CANCELLED by 0" -> CANCELLED
+                       reason=main.get("Reason", ""), exit_code=main.get("ExitCode", ""),
+                       elapsed=main.get("Elapsed", ""), nodelist=main.get("NodeList", ""),
+                       workdir=main.get("WorkDir", ""),
+                       steps=[r for r in rows if r["JobID"] != job_id])
+    if queue:
+        status.name, status.state, status.reason, status.nodelist, _ = queue.splitlines()[0].split("|")
+    return status
 
 
 def cancel_job(job_id: str) -> None:

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# The whole test suite, from a fresh clone on a fresh Debian 12 machine (as root):
+# installs what the tests need, starts the dev SLURM cluster, runs pytest.
+# Extra arguments go to pytest (e.g. -k render). The cluster stays up afterwards
+# for the next run; stop it with slurm/devcluster/down.sh.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+if ! command -v shellcheck >/dev/null; then
+  echo "test.sh: installing shellcheck (apt-get)" >&2
+  apt-get update -qq >/dev/null
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq shellcheck >/dev/null
+fi
+echo "test.sh: installing hpcjax and its dependencies (pip)" >&2
+python3 -m pip install -q --disable-pip-version-check -e ".[test]"
+bash slurm/devcluster/up.sh
+export SLURM_CONF=${SLURM_CONF:-${HPCJAX_DEVCLUSTER_DIR:-/var/lib/hpcjax-devcluster}/etc/slurm.conf}
+exec python3 -m pytest -ra "$@"

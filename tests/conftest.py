@@ -1,0 +1,42 @@
+"""Shared fixtures. Tests marked `cluster` need the dev cluster (slurm/devcluster/up.sh);
+the project's test command starts it, so they run, never skip, in CI."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+DEVCLUSTER_CONF = Path(os.environ.get("HPCJAX_DEVCLUSTER_DIR", "/var/lib/hpcjax-devcluster")) / "etc/slurm.conf"
+
+
+@pytest.fixture
+def hpcjax_home(tmp_path, monkeypatch):
+    """Job records of this test only."""
+    home = tmp_path / "hpcjax-home"
+    monkeypatch.setenv("HPCJAX_HOME", str(home))
+    return home
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster():
+    """The running dev cluster; fails (does not skip) when it is not up."""
+    if shutil.which("sbatch") is None:
+        pytest.fail("sbatch is not installed: run slurm/devcluster/up.sh (the test command does)")
+    env = dict(os.environ)
+    env.setdefault("SLURM_CONF", str(DEVCLUSTER_CONF))
+    os.environ["SLURM_CONF"] = env["SLURM_CONF"]
+    ping = subprocess.run(["sinfo", "-h", "-N", "-o", "%N %t %G"], capture_output=True, text=True)
+    if ping.returncode != 0:
+        pytest.fail(f"the dev cluster is not up (sinfo: {ping.stderr.strip()}); run slurm/devcluster/up.sh")
+    return ping.stdout
+
+
+def run_hpcjax(*args: str, cwd: Path | None = None, env: dict | None = None, timeout: float = 300):
+    """Run the installed console script as a user would."""
+    return subprocess.run(["hpcjax", *args], capture_output=True, text=True, cwd=cwd,
+                          env={**os.environ, **(env or {})}, timeout=timeout)

@@ -1,0 +1,115 @@
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import run_hpcjax
+
+BAD_INPUTS = [
+    (["--nodes", "0"], "nodes must be an integer >= 1, got 0"),
+    (["--nodes", "-1"], "got -1"),
+    (["--gpus-per-node", "0"], "gpus_per_node must be an integer >= 1"),
+    (["--gpus-per-node", "4", "--gpus-per-process", "3"], "does not divide"),
+    (["--time", "tomorrow"], "malformed walltime 'tomorrow'"),
+    (["--runtime", "docker", "--image", "x.sif"], "unknown container runtime 'docker'"),
+    (["--runtime", "apptainer"], "needs an image"),
+    (["--image", "missing.sif"], "image 'missing.sif' does not exist"),
+    (["--env", "NOEQUALS"], "malformed --env 'NOEQUALS'"),
+    (["--env", "1X=2"], "invalid environment variable name"),
+    (["--nodes", "two"], "invalid int value"),
+    (["--mem", "lots"], "malformed memory size"),
+]
+
+
+@pytest.mark.parametrize("verb", ["render", "submit"])
+@pytest.mark.parametrize("options, words", BAD_INPUTS)
+def test_bad_input_exits_2_with_error_and_hint_and_writes_nothing(tmp_path, verb, options, words):
+    extra = ["-o", "job.sh"] if verb == "render" else []
+    result = run_hpcjax(verb, *options, *extra, "--", "python", "train.py", cwd=tmp_path,
+                        env={"HPCJAX_HOME": str(tmp_path / "home")})
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.startswith("error: ") and words in result.stderr
+    assert "\n\nhint: " in result.stderr
+    assert "Traceback" not in result.stderr and result.stdout == ""
+    assert list(tmp_path.iterdir()) == []  # no script, no log dir, no job record
+
+
+@pytest.mark.parametrize("verb", ["render", "submit"])
+def test_empty_command_is_a_usage_error(tmp_path, verb):
+    for tail in ([], ["--"]):
+        result = run_hpcjax(verb, "--nodes", "2", *tail, cwd=tmp_path)
+        assert result.returncode == 2 and "the command is empty" in result.stderr
+        assert "hint: put the program after --" in result.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_render_prints_the_script_on_stdout(tmp_path):
+    (tmp_path / "jax.sif").touch()
+    result = run_hpcjax("render", "--nodes", "2", "--gpus-per-node", "4", "--image", "jax.sif",
+                        "--", "python", "train.py", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("#!/bin/bash\n")
+    assert "#SBATCH --nodes=2" in result.stdout and "#SBATCH --ntasks-per-node=4" in result.stdout
+    assert "apptainer exec --nv jax.sif" in result.stdout
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["jax.sif"]  # stdout only, nothing written
+
+
+def test_render_to_a_file_creates_it_and_the_log_dir(tmp_path):
+    result = run_hpcjax("render", "--gpus-per-node", "2", "-o", "out/job.sh", "--output-dir", "logs",
+                        "--", "hostname", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "" and "sbatch out/job.sh" in result.stderr
+    script = tmp_path / "out/job.sh"
+    assert script.read_text().startswith("#!/bin/bash") and os.access(script, os.X_OK)
+    assert (tmp_path / "logs").is_dir()
+
+
+def test_command_after_double_dash_is_not_parsed_as_options(tmp_path):
+    result = run_hpcjax("render", "--", "python", "train.py", "--nodes", "7", "--help", cwd=tmp_path)
+    assert result.returncode == 0
+    assert "#SBATCH --nodes=1" in result.stdout and "python train.py --nodes 7 --help" in result.stdout
+
+
+def test_dry_run_shows_the_script_and_submits_nothing(tmp_path):
+    result = run_hpcjax("submit", "--dry-run", "--nodes", "2", "--", "hostname", cwd=tmp_path,
+                        env={"HPCJAX_HOME": str(tmp_path / "home")})
+    assert result.returncode == 0
+    assert "#SBATCH --nodes=2" in result.stdout and "dry run" in result.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_submit_without_slurm_says_so(tmp_path):
+    bare_path = os.pathsep.join(p for p in os.environ["PATH"].split(os.pathsep)
+                                if not (Path(p) / "sbatch").exists())
+    bin_dir = Path(sys.executable).parent
+    result = run_hpcjax("submit", "--", "hostname", cwd=tmp_path,
+                        env={"PATH": f"{bin_dir}{os.pathsep}{bare_path}", "HPCJAX_HOME": str(tmp_path / "h")})
+    assert result.returncode == 1
+    assert "error: SLURM is not installed on this machine" in result.stderr and "hint:" in result.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_render_does_not_import_jax():
+    code = ("import sys; from hpcjax.cli import main; "
+            "rc = main(['render', '--nodes', '2', '--gpus-per-node', '4', '--', 'python', 't.py']); "
+            "heavy = [m for m in ('jax', 'jaxlib', 'optax', 'submitit', 'numpy') if m in sys.modules]; "
+            "print(rc, heavy, file=sys.stderr)")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.stderr.strip().splitlines()[-1] == "0 []", result.stderr
+
+
+def test_version_and_help():
+    assert run_hpcjax("--version").stdout.startswith("hpcjax ")
+    help_text = run_hpcjax("submit", "--help").stdout
+    for option in ("--nodes", "--gpus-per-node", "--gpus-per-process", "--time", "--partition",
+                   "--account", "--qos", "--constraint", "--job-name", "--cpus-per-task", "--mem",
+                   "--exclusive", "--image", "--runtime", "--bind", "--module", "--env", "--wait",
+                   "--dry-run"):
+        assert option in help_text
+
+
+def test_unknown_verb_is_a_usage_error():
+    result = run_hpcjax("launch")
+    assert result.returncode == 2 and result.stderr.startswith("error: ")

@@ -1,0 +1,144 @@
+import itertools
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from hpcjax.render import render_sbatch
+from hpcjax.spec import Container, JobSpec, Layout
+
+# Each would create MARKER if any shell ever evaluated it.
+HOSTILE = [
+    "$(touch MARKER)", "`touch MARKER`", "'; touch MARKER; '", '"; touch MARKER; "',
+    "a b; touch MARKER", "${IFS}touch${IFS}MARKER", "\\$(touch MARKER)", "x'$(touch MARKER)'y",
+    "$((1+1))$(touch MARKER) && touch MARKER || touch MARKER | touch MARKER > MARKER",
+]
+MULTILINE = "line1\n$(touch MARKER)\nline3"
+
+
+def hostile_spec(marker: Path, image: Path, runtime: str = "apptainer") -> JobSpec:
+    strings = [h.replace("MARKER", str(marker)) for h in HOSTILE]
+    return JobSpec(
+        command=("python3", *strings, MULTILINE.replace("MARKER", str(marker))),
+        layout=Layout(nodes=2, gpus_per_node=4),
+        container=Container(runtime=runtime, image=str(image), binds=tuple(strings[:3]),
+                            flags=(strings[3],)) if runtime != "none" else Container(),
+        job_name=strings[0], constraint=strings[1], modules=(strings[2],),
+        env={f"V{i}": s for i, s in enumerate(strings + [MULTILINE.replace("MARKER", str(marker))])},
+        output_dir=str(marker.parent / "logs dir $(touch x)"),
+    )
+
+
+def shellcheck(text: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["shellcheck", "-s", "bash", "-"], input=text, capture_output=True, text=True)
+
+
+def test_two_nodes_one_process_per_gpu_through_apptainer(tmp_path):
+    image = tmp_path / "jax.sif"
+    image.touch()
+    text = render_sbatch(JobSpec(command=("python", "train.py"), layout=Layout(nodes=2, gpus_per_node=4),
+                                 container=Container(runtime="apptainer", image=str(image))))
+    assert "#SBATCH --nodes=2\n" in text
+    assert "#SBATCH --ntasks-per-node=4\n" in text
+    assert "#SBATCH --gpus-per-node=4\n" in text
+    assert "export HPCJAX_GPUS_PER_PROCESS=1\n" in text
+    assert "--ntasks=8 --ntasks-per-node=4" in text and "--gpus-per-task=1" in text
+    assert f"apptainer exec --nv {image} \\\n  python train.py\n" in text
+
+
+def test_one_process_per_node_owns_all_its_gpus():
+    text = render_sbatch(JobSpec(command=("python", "train.py"),
+                                 layout=Layout(nodes=2, gpus_per_node=4, gpus_per_process=4)))
+    assert "#SBATCH --ntasks-per-node=1\n" in text
+    assert "#SBATCH --gpus-per-node=4\n" in text
+    assert "export HPCJAX_GPUS_PER_PROCESS=4\n" in text
+    assert "--ntasks=2 --ntasks-per-node=1" in text and "--gpus-per-task=4" in text
+    assert "exec --nv" not in text  # bare launch
+
+
+def test_optional_directives_appear_only_when_set():
+    bare = render_sbatch(JobSpec(command=("x",)))
+    for directive in ("--partition", "--account", "--qos", "--constraint", "--mem", "--exclusive",
+                      "--cpus-per-task", "module load"):
+        assert directive not in bare
+    full = render_sbatch(JobSpec(command=("x",), partition="gpu", account="proj1", qos="high",
+                                 constraint="a100&ib", mem="64G", exclusive=True, cpus_per_task=8,
+                                 modules=("dl",)))
+    for line in ("#SBATCH --partition=gpu", "#SBATCH --account=proj1", "#SBATCH --qos=high",
+                 "#SBATCH --constraint='a100&ib'", "#SBATCH --mem=64G", "#SBATCH --exclusive",
+                 "#SBATCH --cpus-per-task=8", "module load dl", "--cpus-per-task=8 \\"):
+        assert line in full
+
+
+def test_image_from_a_module_variable_expands_inside_the_job():
+    text = render_sbatch(JobSpec(command=("x",), container=Container(runtime="singularity",
+                                                                     image="${JAX_IMAGE}")))
+    assert 'singularity exec --nv "${JAX_IMAGE:?' in text
+
+
+def _specs_for_shellcheck(tmp_path: Path):
+    image = tmp_path / "jax.sif"
+    image.touch()
+    marker = tmp_path / "pwned"
+    layouts = [Layout(nodes=n, gpus_per_node=g, gpus_per_process=k)
+               for n, g, k in [(1, 4, 1), (2, 2, 2), (2, 2, 1), (2, 4, 1), (4, 8, 4)]]
+    containers = [Container(), Container(runtime="apptainer", image=str(image), binds=("/data:/data",)),
+                  Container(runtime="singularity", image="$JAX_IMAGE", flags=("--cleanenv",))]
+    for layout, container in itertools.product(layouts, containers):
+        yield JobSpec(command=("python", "train.py", "--steps", "10"), layout=layout, container=container,
+                      modules=("dl",), env={"XLA_FLAGS": "--xla_gpu_enable_latency_hiding_scheduler=true"},
+                      partition="gpu", mem="0", exclusive=layout.nodes > 1)
+    for runtime in ("apptainer", "singularity", "none"):
+        yield hostile_spec(marker, image, runtime)
+
+
+def test_every_rendered_script_is_shellcheck_and_bash_n_clean(tmp_path):
+    if shutil.which("shellcheck") is None:
+        pytest.fail("shellcheck is not installed; the test command installs it (apt-get install shellcheck)")
+    count = 0
+    for spec in _specs_for_shellcheck(tmp_path):
+        text = render_sbatch(spec)
+        result = shellcheck(text)
+        assert result.returncode == 0 and not result.stdout, f"{result.stdout}\n---\n{text}"
+        syntax = subprocess.run(["bash", "-n"], input=text, capture_output=True, text=True)
+        assert syntax.returncode == 0, syntax.stderr
+        count += 1
+    assert count == 18
+
+
+def _stub(bin_dir: Path, name: str, body: str) -> None:
+    path = bin_dir / name
+    path.write_text("#!/bin/bash\n" + body)
+    path.chmod(0o755)
+
+
+def test_hostile_strings_are_never_executed_and_arrive_verbatim(tmp_path):
+    """Run the script under bash with srun and module recorded by stubs: nothing the
+    user wrote may run, and every string must reach srun's argv / the env unchanged."""
+    image, marker = tmp_path / "jax.sif", tmp_path / "pwned"
+    image.touch()
+    spec = hostile_spec(marker, image)
+    script = tmp_path / "job.sh"
+    script.write_text(render_sbatch(spec))
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    _stub(bin_dir, "srun", 'printf "%s\\0" "$@" > "$ARGV_FILE"; env -0 > "$ENV_FILE"\n')
+    _stub(bin_dir, "module", 'printf "%s\\0" "$@" >> "$MODULE_FILE"\n')
+    files = {k: tmp_path / k for k in ("ARGV_FILE", "ENV_FILE", "MODULE_FILE")}
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", **{k: str(v) for k, v in files.items()}}
+    run = subprocess.run(["bash", str(script)], cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    assert not marker.exists(), "a user string was executed by the generated script"
+    argv = files["ARGV_FILE"].read_text().split("\0")[:-1]
+    assert argv[-len(spec.command):] == list(spec.command)
+    for bind in spec.container.binds:
+        assert argv[argv.index(bind) - 1] == "--bind"
+    assert spec.container.flags[0] in argv and str(image) in argv
+    exported = dict(item.split("=", 1) for item in files["ENV_FILE"].read_text().split("\0") if "=" in item)
+    for key, value in spec.env:
+        assert exported[key] == value
+    assert exported["HPCJAX_GPUS_PER_PROCESS"] == "1"
+    assert files["MODULE_FILE"].read_text().split("\0")[:-1] == ["load", spec.modules[0]]
+    assert Path(spec.output_dir).is_dir()  # created by name, not evaluated

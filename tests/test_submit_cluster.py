@@ -1,0 +1,134 @@
+"""End to end on the dev cluster: real sbatch, srun, sacct, squeue and submitit."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import run_hpcjax
+
+pytestmark = pytest.mark.cluster
+
+# Each rank prints one JSON line: what SLURM gave it.
+REPORT = ("import json, os, sys; print(json.dumps({'rank': int(os.environ['SLURM_PROCID']), "
+          "'node': os.environ['SLURMD_NODENAME'], 'cvd': os.environ.get('CUDA_VISIBLE_DEVICES', ''), "
+          "'k': os.environ['HPCJAX_GPUS_PER_PROCESS'], 'argv': sys.argv[1:]}))")
+
+
+def submit(tmp_path, *options, command, timeout=300):
+    result = run_hpcjax("submit", *options, "--", *command, cwd=tmp_path, timeout=timeout)
+    job_id = result.stdout.strip().splitlines()[0] if result.stdout.strip() else None
+    return result, job_id
+
+
+def rank_reports(tmp_path, job_id, ranks):
+    reports = []
+    for rank in range(ranks):
+        log = run_hpcjax("logs", job_id, "--rank", str(rank), cwd=tmp_path)
+        assert log.returncode == 0, log.stderr
+        reports.append(json.loads(log.stdout.strip().splitlines()[-1]))
+    return reports
+
+
+def test_one_process_per_gpu_runs_8_ranks_4_per_node_each_with_its_gpu(tmp_path, slurm_cluster, hpcjax_home):
+    result, job_id = submit(tmp_path, "--nodes", "2", "--gpus-per-node", "4", "--wait",
+                            command=[sys.executable, "-c", REPORT])
+    assert result.returncode == 0, result.stderr
+    assert f"job {job_id}: COMPLETED" in result.stderr
+    reports = rank_reports(tmp_path, job_id, 8)
+    assert [r["rank"] for r in reports] == list(range(8))
+    by_node = {}
+    for r in reports:
+        by_node.setdefault(r["node"], []).append(r["cvd"])
+        assert r["k"] == "1"
+    assert sorted(by_node) == ["node1", "node2"]
+    for node, visible in by_node.items():
+        assert sorted(visible) == ["0", "1", "2", "3"], (node, visible)  # one distinct GPU per rank
+
+
+def test_one_process_per_node_sees_all_four_gpus(tmp_path, slurm_cluster, hpcjax_home):
+    result, job_id = submit(tmp_path, "--nodes", "2", "--gpus-per-node", "4", "--gpus-per-process", "4",
+                            "--wait", command=[sys.executable, "-c", REPORT])
+    assert result.returncode == 0, result.stderr
+    reports = rank_reports(tmp_path, job_id, 2)
+    assert sorted(r["node"] for r in reports) == ["node1", "node2"]
+    assert all(r["cvd"].split(",") == ["0", "1", "2", "3"] and r["k"] == "4" for r in reports)
+
+
+def test_a_failing_rank_is_named_with_its_node_and_log_tail(tmp_path, slurm_cluster, hpcjax_home):
+    script = ("import os, sys, time\nrank = int(os.environ['SLURM_PROCID'])\n"
+              "if rank == 5:\n    print('rank five gives up', flush=True)\n    sys.exit(3)\ntime.sleep(60)\n")
+    start = time.monotonic()
+    result, job_id = submit(tmp_path, "--nodes", "2", "--gpus-per-node", "4", "--wait",
+                            command=[sys.executable, "-c", script])
+    assert result.returncode == 3, result.stderr
+    assert "rank 5 on node2 failed: Exited with exit code 3" in result.stderr
+    assert "rank five gives up" in result.stderr
+    assert time.monotonic() - start < 55  # the other ranks were stopped, not waited for
+    status = run_hpcjax("status", job_id, "--json", cwd=tmp_path)
+    assert json.loads(status.stdout)["state"] == "FAILED"
+
+
+def test_status_logs_and_cancel(tmp_path, slurm_cluster, hpcjax_home):
+    result, job_id = submit(tmp_path, "--nodes", "2", "--gpus-per-node", "2", "--wait",
+                            command=["bash", "-c", 'echo "hello from $SLURM_PROCID"'])
+    assert result.returncode == 0, result.stderr
+    status = run_hpcjax("status", job_id, cwd=tmp_path)
+    assert status.returncode == 0 and f"job {job_id} (hpcjax): COMPLETED" in status.stdout
+    deadline = time.monotonic() + 15  # accounting records steps asynchronously
+    while f"step {job_id}.0: COMPLETED" not in status.stdout and time.monotonic() < deadline:
+        time.sleep(1)
+        status = run_hpcjax("status", job_id, cwd=tmp_path)
+    assert f"step {job_id}.0: COMPLETED exit 0:0 tasks 4 on node[1-2]" in status.stdout
+    logs = run_hpcjax("logs", job_id, cwd=tmp_path).stdout.splitlines()
+    assert logs == ["[rank 0 node1] hello from 0", "[rank 1 node1] hello from 1",
+                    "[rank 2 node2] hello from 2", "[rank 3 node2] hello from 3"]
+
+    result, job_id = submit(tmp_path, "--gpus-per-node", "1", command=["sleep", "300"])
+    assert result.returncode == 0, result.stderr
+    assert run_hpcjax("cancel", job_id, cwd=tmp_path).returncode == 0
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        state = json.loads(run_hpcjax("status", job_id, "--json", cwd=tmp_path).stdout)["state"]
+        if state == "CANCELLED":
+            break
+        time.sleep(1)
+    assert state == "CANCELLED"
+
+
+def test_more_gpus_than_a_node_has_fails_at_submission(tmp_path, slurm_cluster, hpcjax_home):
+    result, _ = submit(tmp_path, "--gpus-per-node", "9", command=["hostname"], timeout=60)
+    assert result.returncode == 1
+    assert "error: sbatch refused the job (G9N1p9)" in result.stderr
+    assert "Requested node configuration is not available" in result.stderr
+    assert "hint: the cluster has:" in result.stderr and "gpu:4" in result.stderr
+
+
+def test_more_nodes_than_the_partition_has_is_cancelled_with_slurms_reason(tmp_path, slurm_cluster, hpcjax_home):
+    result = run_hpcjax("submit", "--nodes", "3", "--gpus-per-node", "1", "--wait", "--", "hostname",
+                        cwd=tmp_path, timeout=60)
+    assert result.returncode == 1
+    # SLURM names the reason PartitionConfig or PartitionNodeLimit, depending on when it looks.
+    assert re.search(r"can never start: SLURM holds it with reason Partition(Config|NodeLimit)", result.stderr)
+    job_id = result.stdout.strip()
+    queue = subprocess.run(["squeue", "-h", "-j", job_id, "-t", "PENDING"], capture_output=True, text=True)
+    assert queue.stdout.strip() == ""  # cancelled, not left pending
+
+
+def test_hostile_strings_reach_the_ranks_verbatim_on_the_cluster(tmp_path, slurm_cluster, hpcjax_home):
+    marker = tmp_path / "pwned"
+    hostile = [f"$(touch {marker})", f"`touch {marker}`", f"'; touch {marker}; '", "two\nlines"]
+    result, job_id = submit(tmp_path, "--nodes", "1", "--gpus-per-node", "1", "--wait",
+                            "--job-name", f"$(touch {marker})", "--env", f"HOSTILE=$(touch {marker})",
+                            command=[sys.executable, "-c", REPORT + "; print(os.environ['HOSTILE'])",
+                                     *hostile])
+    assert result.returncode == 0, result.stderr
+    log = run_hpcjax("logs", job_id, "--rank", "0", cwd=tmp_path).stdout.splitlines()
+    assert json.loads(log[0])["argv"] == hostile
+    assert log[1] == f"$(touch {marker})"
+    assert not marker.exists()
