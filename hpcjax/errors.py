@@ -42,3 +42,7 @@ class SubmitError(HpcjaxError):
 
 class JobFailed(HpcjaxError):
     """A submitted job ended in a state other than COMPLETED."""
+
+
+class LayoutError(HpcjaxError):
+    """What SLURM started does not match the layout, or cannot be mapped to JAX."""
