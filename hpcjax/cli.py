@@ -15,6 +15,7 @@ import tempfile
 from pathlib import Path
 
 from hpcjax import __version__
+from hpcjax.cli_runtime import add_runtime_verbs, choose_backend, run_submit_locally
 from hpcjax.errors import HpcjaxError, UsageError
 from hpcjax.spec import Container, JobSpec, Layout, parse_env_assignment
 
@@ -35,12 +36,13 @@ def add_layout_options(parser: argparse.ArgumentParser) -> None:
                             "G = one process per node")
 
 
-def add_job_options(parser: argparse.ArgumentParser) -> None:
-    """The options of render and submit, named after sbatch's."""
+def add_job_options(parser: argparse.ArgumentParser, job_name: str = "hpcjax",
+                    time: str = "01:00:00") -> None:
+    """The options of render, submit and smoke, named after sbatch's."""
     add_layout_options(parser)
     job = parser.add_argument_group("job (named after sbatch's options)")
-    job.add_argument("--time", default="01:00:00", help="walltime, as sbatch takes it")
-    job.add_argument("--job-name", default="hpcjax")
+    job.add_argument("--time", default=time, help=f"walltime, as sbatch takes it (default {time})")
+    job.add_argument("--job-name", default=job_name)
     job.add_argument("--partition")
     job.add_argument("--account")
     job.add_argument("--qos")
@@ -122,6 +124,8 @@ def cmd_submit(args: argparse.Namespace, command: list[str]) -> int:
         print(f"dry run: would submit {spec.layout.name} with this script:", file=sys.stderr)
         sys.stdout.write(render_sbatch(spec))
         return 0
+    if choose_backend(args.backend) == "local":
+        return run_submit_locally(spec)
     job = dispatch.submit(spec)
     print(job.job_id)
     sys.stdout.flush()
@@ -170,6 +174,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_job_options(submit)
     submit.add_argument("--wait", action="store_true", help="wait and exit with the job's outcome")
     submit.add_argument("--dry-run", action="store_true", help="show what would be submitted")
+    submit.add_argument("--backend", default="auto",
+                        help="slurm, local (this machine's CPU), or auto: slurm when sbatch exists")
     submit.set_defaults(run=cmd_submit, takes_command=True)
 
     status = sub.add_parser("status", help="state of a job (from sacct, finished jobs too)")
@@ -186,6 +192,7 @@ def build_parser() -> argparse.ArgumentParser:
     cancel = sub.add_parser("cancel", help="cancel a job")
     cancel.add_argument("job_id")
     cancel.set_defaults(run=cmd_cancel, takes_command=False)
+    add_runtime_verbs(sub, add_job_options)
     return parser
 
 

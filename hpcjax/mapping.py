@@ -77,7 +77,7 @@ class DistributedEnv:
                 ("process id", self.process_id, "process_id"),
                 ("devices per process", self.devices_per_process, "devices_per_process"),
                 ("local device ids", list(self.local_device_ids) if self.local_device_ids is not None
-                 else "all visible", "local_device_ids"),
+                 else "- (CPU devices)", "local_device_ids"),
                 ("platform", self.platform, "platform")]
         lines = [f"launcher: {self.launcher}"]
         lines += [f"{name:<20} {str(value):<24} from {self.sources.get(key, '-')}"
@@ -204,6 +204,8 @@ def resolve(environ: Mapping[str, str], *, gpu_available: bool = False,
     local_rank = local_rank if local_rank is not None else 0
 
     host, port = _coordinator(environ, launcher, coordinator_address, sources)
+    if launcher == "single":
+        sources["coordinator"] = "unused: a single process needs no coordinator"
     if launcher == "srun":
         _check_layout(environ, n, _int(environ, SLURM_STEP_NUM_NODES))
     elif launcher == "submitit-local":

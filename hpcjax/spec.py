@@ -22,7 +22,7 @@ IMAGE_FROM_ENV = re.compile(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?")
 WALLTIME = re.compile(r"(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?")
 MEMORY = re.compile(r"\d+[KMGT]?")
 # Variables the rendered script sets itself so every rank knows the layout.
-RESERVED_ENV_PREFIX = "HPCJAX_"
+LAYOUT_ENV = ("HPCJAX_NODES", "HPCJAX_GPUS_PER_NODE", "HPCJAX_GPUS_PER_PROCESS")
 
 
 def _require_int(name: str, value: object, minimum: int, hint: str) -> None:
@@ -219,7 +219,7 @@ def check_env_pair(key: str, value: str) -> None:
     if not isinstance(key, str) or not ENV_NAME.fullmatch(key):
         raise SpecError(f"invalid environment variable name {key!r}",
                         "names are letters, digits and _, not starting with a digit: --env KEY=VALUE")
-    if key.startswith(RESERVED_ENV_PREFIX):
+    if key in LAYOUT_ENV:
         raise SpecError(f"{key} is set by hpcjax itself from the layout",
                         "use --nodes, --gpus-per-node and --gpus-per-process instead")
     if not isinstance(value, str) or "\0" in value:

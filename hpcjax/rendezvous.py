@@ -1,0 +1,119 @@
+"""A roll call of every process before jax.distributed.initialize.
+
+When a process never arrives, JAX's client aborts the others with a gRPC
+DEADLINE_EXCEEDED and a C++ stack trace that names nobody. This check-in runs
+first, on the coordinator's own port (free until JAX binds it): process 0
+listens, every other process reports its id, and process 0 answers "go" once
+all have. A timeout then says exactly which processes did not arrive.
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+
+from hpcjax.errors import HpcjaxError
+
+GO = b"go\n"
+RETRY_S = 0.2
+
+
+class RendezvousError(HpcjaxError):
+    """Not every process arrived at the roll call in time."""
+
+
+def _listen(port: int) -> socket.socket:
+    if socket.has_dualstack_ipv6():
+        server = socket.create_server(("", port), family=socket.AF_INET6, dualstack_ipv6=True, reuse_port=False)
+    else:
+        server = socket.create_server(("", port))
+    return server
+
+
+def gather(port: int, num_processes: int, timeout_s: float) -> None:
+    """Process 0: wait for every other process, then release them all together."""
+    deadline = time.monotonic() + timeout_s
+    try:
+        server = _listen(port)
+    except OSError as err:
+        raise RendezvousError(f"process 0 cannot listen on coordinator port {port}: {err}",
+                              "another job on this node may hold the port: set JAX_COORDINATOR_PORT") from err
+    arrived: dict[int, socket.socket] = {}
+    with server:
+        while len(arrived) < num_processes - 1:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                missing = sorted(set(range(1, num_processes)) - set(arrived))
+                for conn in arrived.values():
+                    conn.close()
+                raise RendezvousError(
+                    f"process(es) {_ranges(missing)} of {num_processes} did not arrive within {timeout_s:g} s "
+                    f"(arrived: 0{', ' + _ranges(sorted(arrived)) if arrived else ''})",
+                    "look at the missing ranks' logs (`hpcjax logs JOBID --rank R`); if they start "
+                    "slowly, raise HPCJAX_INIT_TIMEOUT")
+            server.settimeout(remaining)
+            try:
+                conn, _ = server.accept()
+            except socket.timeout:
+                continue
+            conn.settimeout(max(1.0, remaining))
+            try:
+                rank = int(conn.recv(32).decode().strip())
+            except (OSError, ValueError):
+                conn.close()
+                continue
+            if rank in arrived:  # a retry after a broken first attempt
+                arrived[rank].close()
+            arrived[rank] = conn
+        for conn in arrived.values():
+            conn.sendall(GO)
+        for conn in arrived.values():
+            # Let each client close first, so no TIME_WAIT is left on JAX's port here.
+            try:
+                conn.recv(1)
+            except OSError:
+                pass
+            conn.close()
+
+
+def check_in(host: str, port: int, process_id: int, timeout_s: float) -> None:
+    """Any other process: report to process 0 and wait for its "go"."""
+    deadline = time.monotonic() + timeout_s
+    last_error: Exception | None = None
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection((host, port), timeout=min(5.0, timeout_s)) as conn:
+                conn.sendall(f"{process_id}\n".encode())
+                conn.settimeout(max(0.1, deadline - time.monotonic()))
+                if conn.recv(len(GO)) == GO:
+                    return
+                last_error = ConnectionError("process 0 closed the roll call without a go")
+        except (OSError, socket.timeout) as err:
+            last_error = err
+        time.sleep(RETRY_S)
+    raise RendezvousError(
+        f"process {process_id}: process 0 at {host}:{port} did not release the roll call within "
+        f"{timeout_s:g} s ({last_error})",
+        "process 0 is waiting for another process, or never started: see its log "
+        "(`hpcjax logs JOBID --rank 0`)")
+
+
+def roll_call(host: str, port: int, process_id: int, num_processes: int, timeout_s: float) -> None:
+    if num_processes <= 1:
+        return
+    if process_id == 0:
+        gather(port, num_processes, timeout_s)
+    else:
+        check_in(host, port, process_id, timeout_s)
+
+
+def _ranges(ranks: list[int]) -> str:
+    """[0, 1, 2, 5] -> '0-2, 5'."""
+    parts, start = [], None
+    for i, rank in enumerate(ranks):
+        if start is None:
+            start = rank
+        if i + 1 == len(ranks) or ranks[i + 1] != rank + 1:
+            parts.append(str(start) if start == rank else f"{start}-{rank}")
+            start = None
+    return ", ".join(parts)

@@ -1,0 +1,125 @@
+"""What every rank runs first: validate the mapping, then initialize JAX from it.
+
+    from hpcjax.runtime import initialize
+    denv = initialize()          # before any other use of JAX
+
+Every value is passed to jax.distributed.initialize explicitly and JAX's own
+cluster detection is off, so nothing JAX guesses can override what the mapping
+decided. Without a usable GPU, each process gets as many CPU devices as the GPUs
+it owns in the layout, with gloo collectives: device counts and collectives then
+behave as they would on GPUs.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import inspect
+import os
+import socket
+import sys
+from typing import MutableMapping
+
+from hpcjax.errors import HpcjaxError
+from hpcjax.mapping import DistributedEnv, resolve
+from hpcjax.rendezvous import roll_call
+
+HPCJAX_INIT_TIMEOUT = "HPCJAX_INIT_TIMEOUT"  # seconds every rank waits for all others
+# Cold starts on a big cluster (container pull, imports from a shared filesystem)
+# take minutes; a rank that never arrives still ends in an error, not a hang.
+DEFAULT_INIT_TIMEOUT_S = 600
+CUDA_PLUGINS = ("jax_cuda12_plugin", "jax_cuda13_plugin")
+PROXY_VARS = ("http_proxy", "https_proxy", "all_proxy", "grpc_proxy")
+
+
+class InitializeError(HpcjaxError):
+    """jax.distributed.initialize did not complete."""
+
+
+def detect_gpu() -> bool:
+    """A GPU JAX can use: the NVIDIA driver's device node and JAX's CUDA plugin."""
+    has_plugin = any(importlib.util.find_spec(name) is not None for name in CUDA_PLUGINS)
+    return has_plugin and os.path.exists("/dev/nvidiactl")
+
+
+def init_timeout_s(environ: MutableMapping[str, str] = os.environ) -> int:
+    value = environ.get(HPCJAX_INIT_TIMEOUT, "")
+    if not value:
+        return DEFAULT_INIT_TIMEOUT_S
+    if not value.isdigit() or int(value) <= 0:
+        raise InitializeError(f"{HPCJAX_INIT_TIMEOUT}={value!r} is not a positive number of seconds",
+                              f"e.g. {HPCJAX_INIT_TIMEOUT}=900")
+    return int(value)
+
+
+def prepare_environment(denv: DistributedEnv, environ: MutableMapping[str, str] = os.environ) -> None:
+    """Set what JAX reads at import; must run before JAX creates its backends."""
+    if denv.platform == "cpu":
+        environ["JAX_PLATFORMS"] = "cpu"
+        environ["JAX_NUM_CPU_DEVICES"] = str(denv.devices_per_process)
+    if denv.is_distributed and proxy_configured(environ):
+        # A proxy between ranks hangs the coordinator's gRPC connection.
+        for name in ("no_proxy", "NO_PROXY"):
+            entries = [e for e in environ.get(name, "").split(",") if e]
+            if denv.coordinator_host not in entries:
+                environ[name] = ",".join(entries + [denv.coordinator_host])
+
+
+def proxy_configured(environ: MutableMapping[str, str]) -> bool:
+    return any(environ.get(name) for name in PROXY_VARS + tuple(v.upper() for v in PROXY_VARS))
+
+
+def initialize_kwargs(denv: DistributedEnv, timeout_s: int, accepted: set[str]) -> dict:
+    """The keyword arguments for jax.distributed.initialize, only those this JAX accepts
+    (initialization_timeout since 0.6, heartbeat since 0.7, shutdown since 0.8.1)."""
+    kwargs = dict(coordinator_address=denv.coordinator_address, num_processes=denv.num_processes,
+                  process_id=denv.process_id, cluster_detection_method="deactivate",
+                  initialization_timeout=timeout_s)
+    if denv.platform == "gpu" and denv.local_device_ids is not None:
+        kwargs["local_device_ids"] = list(denv.local_device_ids)
+    return {k: v for k, v in kwargs.items() if k in accepted}
+
+
+def describe(denv: DistributedEnv) -> str:
+    ids = list(denv.local_device_ids) if denv.local_device_ids is not None else "emulated"
+    return (f"hpcjax: process {denv.process_id}/{denv.num_processes} on {socket.gethostname()}: "
+            f"coordinator {denv.coordinator_address} ({denv.sources.get('coordinator', '')}), "
+            f"{denv.devices_per_process} {denv.platform.upper()} device(s) per process, local ids {ids}")
+
+
+def initialize(denv: DistributedEnv | None = None, *, timeout_s: int | None = None) -> DistributedEnv:
+    """Map this process's environment and initialize JAX from it; returns the mapping."""
+    if denv is None:
+        denv = resolve(os.environ, gpu_available=detect_gpu())
+    timeout_s = timeout_s or init_timeout_s()
+    prepare_environment(denv)
+    import jax
+
+    if denv.platform == "cpu":
+        jax.config.update("jax_platforms", "cpu")
+        jax.config.update("jax_num_cpu_devices", denv.devices_per_process)
+        if denv.is_distributed:
+            jax.config.update("jax_cpu_collectives_implementation", "gloo")
+    print(describe(denv), file=sys.stderr, flush=True)
+    if not denv.is_distributed:
+        return denv
+    # JAX's preemption service catches SIGTERM, so a rank that srun asks to stop
+    # (another rank failed) lives on until SIGKILL. Preemption warnings come as
+    # USR2 (the rendered script's --signal), so SIGTERM keeps its meaning: stop now.
+    jax.config.update("jax_enable_preemption_service", False)
+    if proxy_configured(os.environ):
+        # The coordinator is in no_proxy now; JAX's warning about proxy variables would mislead.
+        jax.config.update("jax_check_proxy_envs", False)
+    # JAX aborts with a stack trace that names nobody when a process is missing;
+    # the roll call first says who it is.
+    roll_call(denv.coordinator_host, denv.coordinator_port, denv.process_id, denv.num_processes, timeout_s)
+    accepted = set(inspect.signature(jax.distributed.initialize).parameters)
+    try:
+        jax.distributed.initialize(**initialize_kwargs(denv, timeout_s, accepted))
+    except Exception as err:  # XlaRuntimeError and friends, with gRPC text
+        first_line = (str(err).strip().splitlines() or [type(err).__name__])[0]
+        raise InitializeError(
+            f"process {denv.process_id}: jax.distributed.initialize failed at coordinator "
+            f"{denv.coordinator_address}: {first_line[:300]}",
+            "every process arrived at the roll call, so look for a firewall or a port in use "
+            "between them; `hpcjax env` shows what each rank derived") from err
+    return denv

@@ -1,0 +1,99 @@
+"""`hpcjax smoke`: one job that runs the checks on every rank, then one verdict.
+
+The job runs `python -m hpcjax check all --json` on every rank (SLURM or the
+local backend); each rank writes one JSON line per check into its log. Here
+those lines are gathered into a table per node and rank with pass/fail.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+from hpcjax.spec import JobSpec
+
+CHECKS = ("devices", "allreduce")
+
+
+def smoke_command(spec: JobSpec, bandwidth: bool, sizes: str | None) -> tuple[str, ...]:
+    # Bare: this very interpreter (a shared filesystem makes it the nodes' too).
+    # In a container: the image's python, which must have hpcjax installed.
+    python = sys.executable if spec.container.runtime == "none" else "python3"
+    command = [python, "-m", "hpcjax", "check", "all", "--json"]
+    if bandwidth:
+        command.append("--bandwidth")
+    if sizes:
+        command += ["--sizes", sizes]
+    return tuple(command)
+
+
+def smoke_spec(base: JobSpec, bandwidth: bool, sizes: str | None = None) -> JobSpec:
+    return replace(base, command=smoke_command(base, bandwidth, sizes))
+
+
+def read_reports(logs: dict[int, Path]) -> dict[int, dict[str, dict]]:
+    """rank -> check name -> that rank's JSON report, from the rank logs."""
+    found: dict[int, dict[str, dict]] = {}
+    for rank, path in logs.items():
+        text = path.read_text(errors="replace") if path.is_file() else ""
+        for line in text.splitlines():
+            if line.startswith('{"check"'):
+                try:
+                    report = json.loads(line)
+                except json.JSONDecodeError:
+                    continue
+                found.setdefault(rank, {})[report["check"]] = report
+    return found
+
+
+def verdicts(reports: dict[int, dict[str, dict]], num_processes: int, bandwidth: bool) -> list[dict]:
+    """One row per expected rank: what it reported and whether it passed."""
+    wanted = CHECKS + (("bandwidth",) if bandwidth else ())
+    rows = []
+    for rank in range(num_processes):
+        mine = reports.get(rank, {})
+        devices, allreduce, bw = mine.get("devices", {}), mine.get("allreduce", {}), mine.get("bandwidth", {})
+        missing = [c for c in wanted if c not in mine]
+        rows.append({
+            "rank": rank, "node": devices.get("node", "?"),
+            "local_devices": devices.get("local_device_count"), "expected_local": devices.get("expected_local"),
+            "global_devices": devices.get("device_count"), "expected_global": devices.get("expected_global"),
+            "allreduce": allreduce.get("seen"), "expected_sum": allreduce.get("expected"),
+            "busbw_gbps": bw.get("avg_busbw_gbps"),
+            "missing": missing, "ok": not missing and all(mine[c]["ok"] for c in wanted),
+        })
+    return rows
+
+
+def format_table(rows: list[dict], bandwidth: bool) -> str:
+    out = []
+    for node in sorted({r["node"] for r in rows}, key=lambda n: min(r["rank"] for r in rows if r["node"] == n)):
+        out.append(f"node {node}")
+        out.append("  rank  local/expected  global/expected  all-reduce (expected)"
+                   + ("  busbw GB/s" if bandwidth else "") + "  result")
+        for r in (r for r in rows if r["node"] == node):
+            local = f"{r['local_devices']}/{r['expected_local']}"
+            glob = f"{r['global_devices']}/{r['expected_global']}"
+            summed = f"{_short(r['allreduce'])} ({r['expected_sum']})"
+            busbw = f"  {r['busbw_gbps']:>10.3f}" if bandwidth and r["busbw_gbps"] is not None else \
+                ("  " + "-".rjust(10) if bandwidth else "")
+            result = "PASS" if r["ok"] else "FAIL" + (f" (no report: {', '.join(r['missing'])})"
+                                                       if r["missing"] else "")
+            out.append(f"  {r['rank']:>4}  {local:>14}  {glob:>15}  {summed:>21}{busbw}  {result}")
+    passed = sum(r["ok"] for r in rows)
+    out.append(f"{passed} of {len(rows)} ranks passed")
+    return "\n".join(out)
+
+
+def _short(values) -> str:
+    if not values:
+        return "-"
+    unique = sorted(set(values))
+    return f"{unique[0]:g}" if len(unique) == 1 else ",".join(f"{v:g}" for v in values)
+
+
+def describe_command(spec: JobSpec) -> str:
+    return shlex.join(spec.command)
