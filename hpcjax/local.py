@@ -10,6 +10,7 @@ the first rank that fails stops the others.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -55,6 +56,10 @@ def check_local_spec(spec: JobSpec) -> None:
     if spec.container.runtime != "none":
         raise UsageError(f"the local backend runs the command bare, not through {spec.container.runtime}",
                          "drop --image/--runtime for --backend local, or submit to SLURM")
+    program = spec.command[0]
+    if shutil.which(program) is None:
+        raise UsageError(f"the command {program!r} is not found on this machine",
+                         "give a program on the PATH or a path to an executable file")
     if spec.modules:
         raise UsageError("the local backend cannot `module load` (that is the cluster's module system)",
                          "drop --module for --backend local, or submit to SLURM")

@@ -80,15 +80,34 @@ def test_dry_run_shows_the_script_and_submits_nothing(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
-def test_submit_without_slurm_says_so(tmp_path):
-    bare_path = os.pathsep.join(p for p in os.environ["PATH"].split(os.pathsep)
-                                if not (Path(p) / "sbatch").exists())
-    bin_dir = Path(sys.executable).parent
-    result = run_hpcjax("submit", "--", "hostname", cwd=tmp_path,
-                        env={"PATH": f"{bin_dir}{os.pathsep}{bare_path}", "HPCJAX_HOME": str(tmp_path / "h")})
+def _path_without_slurm() -> str:
+    bare = [p for p in os.environ["PATH"].split(os.pathsep) if not (Path(p) / "sbatch").exists()]
+    return os.pathsep.join([str(Path(sys.executable).parent), *bare])
+
+
+def test_submit_to_slurm_without_slurm_says_so(tmp_path):
+    result = run_hpcjax("submit", "--backend", "slurm", "--", "hostname", cwd=tmp_path,
+                        env={"PATH": _path_without_slurm(), "HPCJAX_HOME": str(tmp_path / "h")})
     assert result.returncode == 1
     assert "error: SLURM is not installed on this machine" in result.stderr and "hint:" in result.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+def test_submit_without_slurm_runs_locally_and_says_so(tmp_path):
+    result = run_hpcjax("submit", "--nodes", "2", "--gpus-per-node", "2", "--", "/bin/bash", "-c",
+                        'echo "rank $SUBMITIT_LOCAL_GLOBALID of $SUBMITIT_LOCAL_NTASKS"', cwd=tmp_path,
+                        env={"PATH": _path_without_slurm()})
+    assert result.returncode == 0, result.stderr
+    assert "no SLURM on this machine" in result.stderr and "COMPLETED" in result.stderr
+    job_id = result.stdout.strip()
+    logs = sorted((tmp_path / "hpcjax-logs").glob(f"{job_id}-rank*.log"))
+    assert [p.read_text() for p in logs] == [f"rank {r} of 4\n" for r in range(4)]
+
+
+def test_local_backend_refuses_a_missing_program(tmp_path):
+    result = run_hpcjax("submit", "--backend", "local", "--", "no-such-program-xyz", cwd=tmp_path)
+    assert result.returncode == 2 and "'no-such-program-xyz' is not found" in result.stderr
+    assert "Traceback" not in result.stderr
 
 
 def test_render_does_not_import_jax():

@@ -1,0 +1,79 @@
+"""The checks with real multi-process JAX on this machine's CPU (the local backend)."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import run_hpcjax
+
+SEED_LAYOUTS = [("G4N1p4", 1, 4, 1), ("G4N2p2", 2, 2, 2), ("G4N2p4", 2, 2, 1), ("G8N2p8", 2, 4, 1)]
+
+
+@pytest.mark.parametrize("name, nodes, gpus, k", SEED_LAYOUTS, ids=[row[0] for row in SEED_LAYOUTS])
+def test_local_smoke_passes_for_the_seed_layouts(tmp_path, name, nodes, gpus, k):
+    result = run_hpcjax("smoke", "--backend", "local", "--json", "--nodes", str(nodes), "--gpus-per-node",
+                        str(gpus), "--gpus-per-process", str(k), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    verdict = json.loads(result.stdout)
+    assert verdict["layout"] == name and verdict["ok"]
+    processes, total = nodes * gpus // k, nodes * gpus
+    assert len(verdict["ranks"]) == processes
+    for row in verdict["ranks"]:
+        assert (row["local_devices"], row["global_devices"]) == (k, total)
+        assert row["allreduce"] == [float(total)] * k
+        assert row["node"] == f"local{row['rank'] // (gpus // k)}"
+
+
+def test_one_process_with_eight_emulated_gpus(tmp_path):
+    env = {**os.environ, "HPCJAX_GPUS_PER_PROCESS": "8"}
+    result = subprocess.run([sys.executable, "-m", "hpcjax", "check", "all", "--json"], capture_output=True,
+                            text=True, env=env, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    devices, allreduce = (json.loads(line) for line in result.stdout.splitlines())
+    assert devices["local_device_count"] == devices["device_count"] == 8 and devices["processes"] == 1
+    assert allreduce["seen"] == [8.0] * 8
+
+
+def test_bandwidth_sweep_reports_nccl_tests_quantities(tmp_path):
+    result = run_hpcjax("submit", "--backend", "local", "--nodes", "1", "--gpus-per-node", "4",
+                        "--gpus-per-process", "2", "--", sys.executable, "-m", "hpcjax", "check", "bandwidth",
+                        "--json", "--sizes", "4K:256K", "--iters", "2", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    job = result.stdout.strip()
+    log = (tmp_path / "hpcjax-logs" / f"{job}-rank0.log").read_text()
+    report = json.loads(next(line for line in log.splitlines() if line.startswith('{"check"')))
+    assert report["devices"] == 4 and [r["bytes"] for r in report["rows"]] == [4096, 16384, 65536, 262144]
+    for row in report["rows"]:
+        assert row["algbw_gbps"] == pytest.approx(row["bytes"] / (row["time_us"] * 1e-6) / 1e9)
+        assert row["busbw_gbps"] == pytest.approx(row["algbw_gbps"] * 2 * 3 / 4)
+    assert "average bus bandwidth" in log
+
+
+def test_a_rank_that_never_arrives_is_named(tmp_path):
+    script = ('if [ "$SUBMITIT_LOCAL_GLOBALID" = 2 ]; then sleep 120; else exec '
+              f'{sys.executable} -m hpcjax check devices; fi')
+    result = run_hpcjax("submit", "--backend", "local", "--nodes", "1", "--gpus-per-node", "4",
+                        "--env", "HPCJAX_INIT_TIMEOUT=3", "--", "bash", "-c", script, cwd=tmp_path, timeout=60)
+    assert result.returncode == 1
+    assert "rank 0 on local0 failed" in result.stderr
+    assert "process(es) 2 of 4 did not arrive within 3 s (arrived: 0, 1, 3)" in result.stderr
+
+
+def test_env_explains_the_mapping_without_initializing(tmp_path):
+    env = {"SLURM_JOB_ID": "42", "SLURM_STEP_ID": "1", "SLURM_PROCID": "5", "SLURM_LOCALID": "1",
+           "SLURM_STEP_NUM_TASKS": "8", "SLURM_STEP_NODELIST": "gpu[07-08]", "CUDA_VISIBLE_DEVICES": "1",
+           "HPCJAX_NODES": "2", "HPCJAX_GPUS_PER_NODE": "4", "HPCJAX_GPUS_PER_PROCESS": "1"}
+    text = run_hpcjax("env", cwd=tmp_path, env=env)
+    assert text.returncode == 0 and "launcher: srun" in text.stdout and "gpu07:" in text.stdout
+    data = json.loads(run_hpcjax("env", "--json", cwd=tmp_path, env=env).stdout)
+    assert data["coordinator_address"] == f"gpu07:{10000 + 16 * 42 + 1}"
+    assert (data["process_id"], data["num_processes"], data["local_device_ids"]) == (5, 8, [0])
+
+
+def test_env_error_outside_srun_is_clear(tmp_path):
+    result = run_hpcjax("env", cwd=tmp_path, env={"SLURM_JOB_ID": "42", "SLURM_PROCID": "0"})
+    assert result.returncode == 1 and "outside an srun step" in result.stderr and "hint: " in result.stderr
+    assert "Traceback" not in result.stderr

@@ -1,0 +1,143 @@
+"""Unit tests of the runtime's pieces: kwargs filtering, environment, roll call, checks' math."""
+
+import threading
+import time
+
+import pytest
+
+from hpcjax.checks import bus_bandwidth, format_bytes
+from hpcjax.cli_runtime import parse_sizes
+from hpcjax.errors import UsageError
+from hpcjax.local import free_port
+from hpcjax.mapping import DistributedEnv
+from hpcjax.rendezvous import RendezvousError, check_in, gather, roll_call
+from hpcjax.runtime import InitializeError, init_timeout_s, initialize_kwargs, prepare_environment
+from hpcjax.smoke import verdicts
+
+
+def denv(platform="gpu", n=4, pid=1, ids=(1,), k=1):
+    return DistributedEnv(coordinator_host="node1", coordinator_port=12345, num_processes=n, process_id=pid,
+                          local_device_ids=ids, devices_per_process=k, platform=platform, launcher="srun")
+
+
+ALL = {"coordinator_address", "num_processes", "process_id", "local_device_ids", "cluster_detection_method",
+       "initialization_timeout", "heartbeat_timeout_seconds"}
+
+
+def test_every_value_is_passed_and_detection_is_off():
+    kwargs = initialize_kwargs(denv(), 600, ALL)
+    assert kwargs == dict(coordinator_address="node1:12345", num_processes=4, process_id=1,
+                          local_device_ids=[1], cluster_detection_method="deactivate", initialization_timeout=600)
+
+
+def test_only_arguments_the_installed_jax_accepts_are_passed():
+    old_jax = ALL - {"initialization_timeout", "cluster_detection_method"}
+    assert set(initialize_kwargs(denv(), 600, old_jax)) == {"coordinator_address", "num_processes",
+                                                             "process_id", "local_device_ids"}
+
+
+def test_cpu_emulation_passes_no_gpu_ids():
+    assert "local_device_ids" not in initialize_kwargs(denv(platform="cpu"), 600, ALL)
+
+
+def test_cpu_environment_emulates_k_devices():
+    env = {}
+    prepare_environment(denv(platform="cpu", k=4), env)
+    assert env == {"JAX_PLATFORMS": "cpu", "JAX_NUM_CPU_DEVICES": "4"}
+
+
+def test_coordinator_goes_into_no_proxy_only_when_a_proxy_is_set():
+    env = {"https_proxy": "http://proxy:3128", "no_proxy": "localhost"}
+    prepare_environment(denv(), env)
+    prepare_environment(denv(), env)  # twice: no duplicate
+    assert env["no_proxy"] == "localhost,node1" and env["NO_PROXY"] == "node1"
+    quiet = {}
+    prepare_environment(denv(), quiet)
+    assert "no_proxy" not in quiet
+
+
+@pytest.mark.parametrize("value, expected", [(None, 600), ("", 600), ("900", 900)])
+def test_init_timeout(value, expected):
+    assert init_timeout_s({} if value is None else {"HPCJAX_INIT_TIMEOUT": value}) == expected
+
+
+@pytest.mark.parametrize("value", ["0", "-3", "ten", "1.5"])
+def test_bad_init_timeout(value):
+    with pytest.raises(InitializeError, match="HPCJAX_INIT_TIMEOUT"):
+        init_timeout_s({"HPCJAX_INIT_TIMEOUT": value})
+
+
+def _run_ranks(port, n, ranks, timeout):
+    errors = {}
+
+    def one(rank):
+        try:
+            roll_call("127.0.0.1", port, rank, n, timeout)
+        except RendezvousError as err:
+            errors[rank] = err
+
+    threads = [threading.Thread(target=one, args=(r,)) for r in ranks]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout + 10)
+    return errors
+
+
+def test_roll_call_releases_everyone_when_all_arrive():
+    assert _run_ranks(free_port(), 5, range(5), 10) == {}
+
+
+def test_roll_call_names_who_did_not_arrive():
+    start = time.monotonic()
+    errors = _run_ranks(free_port(), 6, [0, 1, 3, 5], 1.5)
+    assert "process(es) 2, 4 of 6 did not arrive within 1.5 s (arrived: 0, 1, 3, 5)" in errors[0].message
+    assert time.monotonic() - start < 15
+
+
+def test_check_in_without_a_coordinator_says_so():
+    with pytest.raises(RendezvousError, match="process 3: process 0 at 127.0.0.1:.* did not release"):
+        check_in("127.0.0.1", free_port(), 3, 0.5)
+
+
+def test_gather_reports_a_busy_port():
+    port = free_port()
+    import socket
+    with socket.create_server(("127.0.0.1", port)):
+        with pytest.raises(RendezvousError, match="cannot listen on coordinator port"):
+            gather(port, 2, 0.5)
+
+
+def test_bus_bandwidth_follows_nccl_tests():
+    assert bus_bandwidth(10.0, 8) == pytest.approx(10.0 * 2 * 7 / 8)
+    assert bus_bandwidth(10.0, 2) == pytest.approx(10.0)
+    assert bus_bandwidth(10.0, 1) == 10.0
+
+
+@pytest.mark.parametrize("text, sizes", [("4K:64M", tuple(4096 * 4 ** i for i in range(8))),
+                                         ("1K,1M", (1024, 1 << 20)), ("100", (100,)), ("4K:20K", (4096, 16384))])
+def test_parse_sizes(text, sizes):
+    assert parse_sizes(text) == sizes
+
+
+@pytest.mark.parametrize("text", ["", "4X", "64M:4K", "0", "-1K"])
+def test_bad_sizes(text):
+    with pytest.raises(UsageError):
+        parse_sizes(text)
+
+
+def test_format_bytes():
+    assert [format_bytes(s) for s in (4096, 1 << 20, 64 << 20, 1000)] == ["4 KiB", "1 MiB", "64 MiB", "1000 B"]
+
+
+def _reports(rank, local=1, glob=2, seen=2.0):
+    return {"devices": {"check": "devices", "node": "n1", "local_device_count": local, "expected_local": 1,
+                        "device_count": glob, "expected_global": 2, "ok": local == 1 and glob == 2},
+            "allreduce": {"check": "allreduce", "seen": [seen], "expected": 2, "ok": seen == 2.0}}
+
+
+def test_smoke_verdicts_fail_missing_and_wrong_ranks():
+    rows = verdicts({0: _reports(0), 1: _reports(1, seen=1.0)}, 3, bandwidth=False)
+    assert [r["ok"] for r in rows] == [True, False, False]
+    assert rows[2]["missing"] == ["devices", "allreduce"]
+    assert verdicts({0: _reports(0)}, 1, bandwidth=True)[0]["missing"] == ["bandwidth"]
