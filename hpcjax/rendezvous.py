@@ -10,12 +10,16 @@ all have. A timeout then says exactly which processes did not arrive.
 from __future__ import annotations
 
 import socket
+import threading
 import time
+from contextlib import contextmanager
 
 from hpcjax.errors import HpcjaxError
 
 GO = b"go\n"
-RETRY_S = 0.2
+ABORT = b"no\n"
+RETRY_S = 0.05
+POLL_S = 0.01
 
 
 class RendezvousError(HpcjaxError):
@@ -30,8 +34,8 @@ def _listen(port: int) -> socket.socket:
     return server
 
 
-def gather(port: int, num_processes: int, timeout_s: float) -> None:
-    """Process 0: wait for every other process, then release them all together."""
+def gather(port: int, num_processes: int, timeout_s: float) -> list[socket.socket]:
+    """Process 0: wait until every other process has checked in; return their connections."""
     deadline = time.monotonic() + timeout_s
     try:
         server = _listen(port)
@@ -65,15 +69,35 @@ def gather(port: int, num_processes: int, timeout_s: float) -> None:
             if rank in arrived:  # a retry after a broken first attempt
                 arrived[rank].close()
             arrived[rank] = conn
-        for conn in arrived.values():
-            conn.sendall(GO)
-        for conn in arrived.values():
-            # Let each client close first, so no TIME_WAIT is left on JAX's port here.
-            try:
-                conn.recv(1)
-            except OSError:
-                pass
-            conn.close()
+    return list(arrived.values())
+
+
+def release(conns: list[socket.socket], word: bytes = GO) -> None:
+    """Tell every waiting process to go on (or that process 0 gave up)."""
+    for conn in conns:
+        try:
+            conn.sendall(word)
+        except OSError:
+            pass
+    for conn in conns:
+        # Let each client close first, so no TIME_WAIT is left on the port here.
+        try:
+            conn.recv(1)
+        except OSError:
+            pass
+        conn.close()
+
+
+def wait_until_listening(port: int, timeout_s: float) -> bool:
+    """True once something (JAX's coordination service) accepts connections on port."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection(("localhost", port), timeout=1.0):
+                return True
+        except OSError:
+            time.sleep(POLL_S)
+    return False
 
 
 def check_in(host: str, port: int, process_id: int, timeout_s: float) -> None:
@@ -85,8 +109,12 @@ def check_in(host: str, port: int, process_id: int, timeout_s: float) -> None:
             with socket.create_connection((host, port), timeout=min(5.0, timeout_s)) as conn:
                 conn.sendall(f"{process_id}\n".encode())
                 conn.settimeout(max(0.1, deadline - time.monotonic()))
-                if conn.recv(len(GO)) == GO:
+                word = conn.recv(len(GO))
+                if word == GO:
                     return
+                if word == ABORT:
+                    raise RendezvousError(f"process {process_id}: process 0 could not start the coordinator "
+                                          f"at {host}:{port}", "see process 0's log: `hpcjax logs JOBID --rank 0`")
                 last_error = ConnectionError("process 0 closed the roll call without a go")
         except (OSError, socket.timeout) as err:
             last_error = err
@@ -98,13 +126,29 @@ def check_in(host: str, port: int, process_id: int, timeout_s: float) -> None:
         "(`hpcjax logs JOBID --rank 0`)")
 
 
-def roll_call(host: str, port: int, process_id: int, num_processes: int, timeout_s: float) -> None:
+@contextmanager
+def roll_call(host: str, port: int, process_id: int, num_processes: int, timeout_s: float):
+    """Around jax.distributed.initialize: everyone checks in first; process 0 lets the
+    others go only once its coordination service listens, so their first connection
+    succeeds (a refused one costs a gRPC reconnect backoff of a second or more)."""
     if num_processes <= 1:
+        yield
         return
-    if process_id == 0:
-        gather(port, num_processes, timeout_s)
-    else:
+    if process_id != 0:
         check_in(host, port, process_id, timeout_s)
+        yield
+        return
+    conns = gather(port, num_processes, timeout_s)
+    releaser = threading.Thread(
+        target=lambda: release(conns, GO if wait_until_listening(port, timeout_s) else ABORT), daemon=True)
+    try:
+        releaser.start()
+        yield
+    except BaseException:
+        if releaser.is_alive():
+            release(conns, ABORT)
+        raise
+    releaser.join(timeout_s)
 
 
 def _ranges(ranks: list[int]) -> str:

@@ -21,7 +21,7 @@ from typing import MutableMapping
 
 from hpcjax.errors import HpcjaxError
 from hpcjax.mapping import DistributedEnv, resolve
-from hpcjax.rendezvous import roll_call
+from hpcjax.rendezvous import RendezvousError, roll_call
 
 HPCJAX_INIT_TIMEOUT = "HPCJAX_INIT_TIMEOUT"  # seconds every rank waits for all others
 # Cold starts on a big cluster (container pull, imports from a shared filesystem)
@@ -111,10 +111,13 @@ def initialize(denv: DistributedEnv | None = None, *, timeout_s: int | None = No
         jax.config.update("jax_check_proxy_envs", False)
     # JAX aborts with a stack trace that names nobody when a process is missing;
     # the roll call first says who it is.
-    roll_call(denv.coordinator_host, denv.coordinator_port, denv.process_id, denv.num_processes, timeout_s)
     accepted = set(inspect.signature(jax.distributed.initialize).parameters)
     try:
-        jax.distributed.initialize(**initialize_kwargs(denv, timeout_s, accepted))
+        with roll_call(denv.coordinator_host, denv.coordinator_port, denv.process_id, denv.num_processes,
+                       timeout_s):
+            jax.distributed.initialize(**initialize_kwargs(denv, timeout_s, accepted))
+    except RendezvousError:
+        raise
     except Exception as err:  # XlaRuntimeError and friends, with gRPC text
         first_line = (str(err).strip().splitlines() or [type(err).__name__])[0]
         raise InitializeError(

@@ -1,5 +1,6 @@
 """Unit tests of the runtime's pieces: kwargs filtering, environment, roll call, checks' math."""
 
+import socket
 import threading
 import time
 
@@ -72,7 +73,11 @@ def _run_ranks(port, n, ranks, timeout):
 
     def one(rank):
         try:
-            roll_call("127.0.0.1", port, rank, n, timeout)
+            with roll_call("127.0.0.1", port, rank, n, timeout):
+                if rank == 0:  # stands in for JAX's coordination service taking the port
+                    service = socket.create_server(("", port))
+                    time.sleep(0.3)
+                    service.close()
         except RendezvousError as err:
             errors[rank] = err
 
@@ -95,6 +100,24 @@ def test_roll_call_names_who_did_not_arrive():
     assert time.monotonic() - start < 15
 
 
+def test_others_hear_when_process_0_cannot_start_the_coordinator():
+    port, errors = free_port(), {}
+
+    def rank1():
+        try:
+            check_in("127.0.0.1", port, 1, 10)
+        except RendezvousError as err:
+            errors[1] = err
+
+    thread = threading.Thread(target=rank1)
+    thread.start()
+    with pytest.raises(RuntimeError):
+        with roll_call("127.0.0.1", port, 0, 2, 10):
+            raise RuntimeError("jax.distributed.initialize blew up")
+    thread.join(15)
+    assert "could not start the coordinator" in errors[1].message
+
+
 def test_check_in_without_a_coordinator_says_so():
     with pytest.raises(RendezvousError, match="process 3: process 0 at 127.0.0.1:.* did not release"):
         check_in("127.0.0.1", free_port(), 3, 0.5)
@@ -102,7 +125,6 @@ def test_check_in_without_a_coordinator_says_so():
 
 def test_gather_reports_a_busy_port():
     port = free_port()
-    import socket
     with socket.create_server(("127.0.0.1", port)):
         with pytest.raises(RendezvousError, match="cannot listen on coordinator port"):
             gather(port, 2, 0.5)
