@@ -147,7 +147,7 @@ def add_runtime_verbs(sub, add_job_options) -> None:
 
 def run_submit_locally(spec) -> int:
     """`hpcjax submit --backend local`: run here, report like the SLURM path."""
-    from hpcjax.jobs import tail_lines
+    from hpcjax.jobs import describe_rank_failure
     from hpcjax.local import run_local
 
     run = run_local(spec)
@@ -156,10 +156,8 @@ def run_submit_locally(spec) -> int:
         return 0
     if run.first_failure is not None:
         rank = run.first_failure
-        text = run.log_path(rank).read_text(errors="replace") if run.log_path(rank).is_file() else ""
-        print(f"rank {rank} on local{rank // spec.layout.tasks_per_node} failed: exit code "
-              f"{run.exit_codes[rank]}\n--- last lines of {run.log_path(rank)}:\n"
-              f"{tail_lines(text, 20).rstrip()}", file=sys.stderr)
+        print(describe_rank_failure(rank, f"local{rank // spec.layout.tasks_per_node}",
+                                    f"exit code {run.exit_codes[rank]}", run.log_path(rank)), file=sys.stderr)
         code = run.exit_codes[rank] or 1
         return code if 0 < code < 256 else 1
     raise HpcjaxError(f"local job {run.job_id} reached its time limit", "raise --time")

@@ -160,11 +160,8 @@ def failure_report(job_id: str, status: jobs.JobStatus) -> str:
         return "\n".join(lines)
     for error in own:
         for rank in error["tasks"]:
-            lines.append(f"rank {rank} on {error['host']} failed: {error['what']}")
-            path = jobs.rank_log_path(log_dir, job_id, rank)
-            if path.is_file():
-                lines.append(f"--- last lines of {path}:")
-                lines.append(jobs.tail_lines(path.read_text(errors="replace"), LOG_TAIL_LINES).rstrip())
+            lines.append(jobs.describe_rank_failure(rank, error["host"], error["what"],
+                                                    jobs.rank_log_path(log_dir, job_id, rank), LOG_TAIL_LINES))
     killed = sorted({r for e in errors if e not in own for r in e["tasks"]})
     if killed:
         lines.append(f"ranks stopped by srun after the failure: {', '.join(map(str, killed))}")

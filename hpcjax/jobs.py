@@ -184,6 +184,14 @@ def read_logs(job_id: str, rank: int | None = None, tail: int | None = None) -> 
     return "".join(out)
 
 
+def describe_rank_failure(rank: int, host: str, what: str, log: Path, lines: int = 20) -> str:
+    """`rank R on HOST failed: WHAT` and the tail of that rank's log."""
+    text = f"rank {rank} on {host} failed: {what}"
+    if log.is_file():
+        text += f"\n--- last lines of {log}:\n" + tail_lines(log.read_text(errors="replace"), lines).rstrip()
+    return text
+
+
 def task_errors(batch_log: str) -> list[dict]:
     """srun's reports of failed tasks: [{host, tasks: [ints], what}], in log order."""
     errors = []

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from hpcjax.errors import UsageError
-from hpcjax.render import RANK_LOG
+from hpcjax.jobs import rank_log_path
 from hpcjax.spec import JobSpec
 
 POLL_S = 0.2
@@ -43,7 +43,7 @@ class LocalRun:
         return not self.timed_out and all(code == 0 for code in self.exit_codes.values())
 
     def log_path(self, rank: int) -> Path:
-        return Path(RANK_LOG.format(dir=self.log_dir).replace("%j", self.job_id).replace("%t", str(rank)))
+        return rank_log_path(self.log_dir, self.job_id, rank)
 
 
 def free_port() -> int:
