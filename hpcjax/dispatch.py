@@ -20,6 +20,7 @@ from hpcjax.render import render_sbatch
 from hpcjax.spec import JobSpec
 
 POLL_S = 2.0
+STILL_EVERY_S = 30.0  # while nothing changes, say so this often
 # Pending reasons that mean the job can never start as asked: waiting is pointless.
 NEVER_STARTS = {"PartitionConfig", "PartitionNodeLimit", "PartitionTimeLimit", "BadConstraints",
                 "InvalidAccount", "InvalidQOS", "AccountNotAllowed", "QOSNotAllowed",
@@ -114,15 +115,17 @@ def _fail_if_never_starts(status: jobs.JobStatus) -> None:
 def wait_and_report(job_id: str, poll_s: float = POLL_S) -> int:
     """Follow the job, showing each state change on stderr; return 0 if it
     COMPLETED, else print who failed and return the job's exit code (or 1)."""
-    last, started = None, time.monotonic()
+    last, started, last_print = None, time.monotonic(), 0.0
     while True:
         status = jobs.job_status(job_id)
         shown = status.state + (f" ({status.reason})" if status.state == "PENDING" else "")
         if status.state == "RUNNING":
             shown += f" on {status.nodelist}"
-        if shown != last:
-            print(f"job {job_id}: {shown}  [{time.monotonic() - started:.0f}s]", file=sys.stderr)
-            last = shown
+        now = time.monotonic()
+        if shown != last or now - last_print >= STILL_EVERY_S:
+            still = "still " if shown == last else ""
+            print(f"job {job_id}: {still}{shown}  [{now - started:.0f}s]", file=sys.stderr, flush=True)
+            last, last_print = shown, now
         if status.state == "PENDING":
             _fail_if_never_starts(status)
         if status.finished:

@@ -163,3 +163,15 @@ def test_smoke_verdicts_fail_missing_and_wrong_ranks():
     assert [r["ok"] for r in rows] == [True, False, False]
     assert rows[2]["missing"] == ["devices", "allreduce"]
     assert verdicts({0: _reports(0)}, 1, bandwidth=True)[0]["missing"] == ["bandwidth"]
+
+
+def test_allreduce_failure_prints_what_every_rank_saw():
+    from hpcjax.checks import format_report
+
+    report = {"check": "allreduce", "rank": 0, "processes": 2, "node": "n1", "ok": True, "all_ranks_ok": False,
+              "device_count": 2, "seen": [2.0], "expected": 2,
+              "ranks": [{"rank": 0, "local_devices": 1, "global_devices": 2, "min": 2.0, "max": 2.0},
+                        {"rank": 1, "local_devices": 1, "global_devices": 1, "min": 1.0, "max": 1.0}]}
+    lines = format_report(report).splitlines()
+    assert "what each rank saw" in lines[1]
+    assert lines[2].split() == ["0", "1", "2", "2", "2"] and lines[3].split() == ["1", "1", "1", "1", "1"]
