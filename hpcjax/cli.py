@@ -16,6 +16,7 @@ from pathlib import Path
 
 from hpcjax import __version__
 from hpcjax.cli_runtime import add_runtime_verbs, choose_backend, run_submit_locally
+from hpcjax.cli_train import add_train_verb
 from hpcjax.errors import HpcjaxError, UsageError
 from hpcjax.spec import Container, JobSpec, Layout, parse_env_assignment
 
@@ -193,6 +194,7 @@ def build_parser() -> argparse.ArgumentParser:
     cancel.add_argument("job_id")
     cancel.set_defaults(run=cmd_cancel, takes_command=False)
     add_runtime_verbs(sub, add_job_options)
+    add_train_verb(sub)
     return parser
 
 

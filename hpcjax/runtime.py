@@ -86,8 +86,20 @@ def describe(denv: DistributedEnv) -> str:
             f"{denv.devices_per_process} {denv.platform.upper()} device(s) per process, local ids {ids}")
 
 
+_initialized: DistributedEnv | None = None  # what this process was initialized with
+
+
 def initialize(denv: DistributedEnv | None = None, *, timeout_s: int | None = None) -> DistributedEnv:
-    """Map this process's environment and initialize JAX from it; returns the mapping."""
+    """Map this process's environment and initialize JAX from it; returns the mapping.
+    A second call returns the first call's mapping and does nothing else."""
+    global _initialized
+    if _initialized is not None:
+        return _initialized
+    _initialized = _initialize(denv, timeout_s)
+    return _initialized
+
+
+def _initialize(denv: DistributedEnv | None, timeout_s: int | None) -> DistributedEnv:
     if denv is None:
         denv = resolve(os.environ, gpu_available=detect_gpu())
     timeout_s = timeout_s or init_timeout_s()

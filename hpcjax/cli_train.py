@@ -1,0 +1,80 @@
+"""`hpcjax train`: the cookbook transformer on the standard library's source,
+run inside a job step (`hpcjax submit ... -- hpcjax train ...`) or locally.
+JAX is imported only when the command runs."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from dataclasses import fields
+
+
+def add_train_verb(sub) -> None:
+    train = sub.add_parser("train", help="train the example transformer (every rank runs this)")
+    g = train.add_argument_group("parallelism")
+    g.add_argument("--strategy", default="fsdp", help="dp, fsdp, tp or fsdp_tp (default fsdp)")
+    g.add_argument("--tensor-size", type=int, help="fsdp_tp: devices on the tensor axis (default 2)")
+    g = train.add_argument_group("optimization")
+    g.add_argument("--steps", type=int, default=200)
+    g.add_argument("--batch-size", type=int, default=32, help="sequences per step, all processes together")
+    g.add_argument("--accum-steps", type=int, default=1, help="micro-batches per step")
+    g.add_argument("--learning-rate", type=float, default=3e-3)
+    g.add_argument("--warmup-steps", type=int, default=20)
+    g.add_argument("--weight-decay", type=float, default=0.1)
+    g.add_argument("--clip-norm", type=float, default=1.0)
+    g.add_argument("--bf16", action="store_true", help="bfloat16 compute, float32 master weights")
+    g.add_argument("--seed", type=int, default=0)
+    g = train.add_argument_group("model")
+    g.add_argument("--seq-len", type=int, default=128)
+    g.add_argument("--d-model", type=int, default=128)
+    g.add_argument("--heads", type=int, default=8)
+    g.add_argument("--layers", type=int, default=2)
+    g.add_argument("--d-ff", type=int, default=512)
+    g = train.add_argument_group("run")
+    g.add_argument("--run-dir", default="hpcjax-run", help="checkpoints and metrics.jsonl (shared storage)")
+    g.add_argument("--checkpoint-every", type=int, default=50, help="steps between checkpoints (0: never)")
+    g.add_argument("--eval-batches", type=int, default=4)
+    g.add_argument("--log-every", type=int, default=10)
+    g.add_argument("--corpus-bytes", type=int, default=4 << 20)
+    g.add_argument("--peak-tflops", type=float, default=312.0, help="per device, for MFU (default A100 bf16)")
+    g.add_argument("--stop-after", type=int, help="stop after this many steps, as if preempted")
+    g.add_argument("--json", action="store_true", help="print the summary as JSON on stdout (process 0)")
+    train.set_defaults(run=cmd_train, takes_command=False)
+
+
+def config_from_args(args: argparse.Namespace):
+    from hpcjax.errors import UsageError
+    from hpcjax.model import ModelConfig
+    from hpcjax.train import TrainConfig
+
+    model = ModelConfig(vocab=256, seq_len=args.seq_len, d_model=args.d_model, heads=args.heads,
+                        layers=args.layers, d_ff=args.d_ff)
+    names = {f.name for f in fields(TrainConfig)} - {"model"}
+    cfg = TrainConfig(model=model, **{n: getattr(args, n) for n in names if hasattr(args, n)})
+    positive = ["steps", "batch_size", "accum_steps", "seq_len", "d_model", "heads", "layers", "d_ff",
+                "corpus_bytes", "eval_batches", "log_every"]
+    for name in positive:
+        if getattr(args, name) < 1:
+            raise UsageError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(args, name)}",
+                             "see `hpcjax train --help`")
+    if args.checkpoint_every < 0 or args.learning_rate <= 0 or args.peak_tflops <= 0:
+        raise UsageError("--checkpoint-every must be >= 0; --learning-rate and --peak-tflops > 0",
+                         "see `hpcjax train --help`")
+    return cfg
+
+
+def cmd_train(args: argparse.Namespace, command: list[str]) -> int:
+    from hpcjax.shardings import STRATEGIES
+    from hpcjax.errors import UsageError
+
+    if args.strategy not in STRATEGIES:
+        raise UsageError(f"unknown strategy {args.strategy!r}", f"valid strategies: {', '.join(STRATEGIES)}")
+    cfg = config_from_args(args)
+    import jax
+
+    from hpcjax.loop import train
+
+    summary = train(cfg)
+    if args.json and jax.process_index() == 0:
+        print(json.dumps(summary))
+    return 0

@@ -1,0 +1,94 @@
+"""The training loop: resume, step, record, checkpoint, evaluate.
+
+Nothing inside the loop waits for the devices: metrics are read one step late
+(RecordWriter), the learning rate comes from NumPy on the host, and data is
+placed asynchronously. The only pauses on purpose are checkpoint steps (Orbax
+copies the state off the devices before it returns) and the final evaluation.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import jax
+
+from hpcjax import data
+from hpcjax.checkpoint import Checkpoints
+from hpcjax.metrics import RecordWriter
+from hpcjax.train import StopRequest, TrainConfig, Trainer, learning_rate
+
+
+def say(text: str) -> None:
+    if jax.process_index() == 0:
+        print(text, file=sys.stderr, flush=True)
+
+
+def train(cfg: TrainConfig) -> dict:
+    """Run (or resume) training in this process; every process of the job calls it.
+    Returns a summary: losses, validation loss, where it started and stopped."""
+    from hpcjax.runtime import initialize
+
+    initialize()  # a no-op when the caller has already initialized
+    trainer = Trainer(cfg)
+    run_dir = Path(cfg.run_dir)
+    train_tokens, val_tokens = data.load_corpus(cfg.corpus_bytes)
+    corpus = data.Batches(train_tokens, cfg.model.seq_len, cfg.batch_size, cfg.seed)
+    checkpoints = Checkpoints(run_dir / "checkpoints", cfg.checkpoint_every)
+    state, start = trainer.init_state(), 0
+    latest = checkpoints.latest_step()
+    if latest is not None:
+        state, start = checkpoints.restore(latest, state)
+        say(f"resumed from the checkpoint of step {latest} in {run_dir / 'checkpoints'}")
+    say(f"training {cfg.strategy} on mesh {dict(trainer.mesh.shape)} ({jax.device_count()} devices, "
+        f"{jax.process_count()} processes): steps {start}..{cfg.steps}, corpus {len(train_tokens)} bytes")
+    tokens_per_step = cfg.batch_size * cfg.model.seq_len
+    writer = RecordWriter(run_dir / "metrics.jsonl" if jax.process_index() == 0 else None,
+                          tokens_per_step=tokens_per_step,
+                          flops_per_step=cfg.model.flops_per_token() * tokens_per_step,
+                          peak_flops=cfg.peak_tflops * 1e12 * jax.device_count(),
+                          total_steps=cfg.steps, log_every=cfg.log_every)
+    stop, stopped_early = StopRequest(), False
+    batches = trainer.batches(corpus, start)
+    step = start
+    try:
+        for step in range(start, cfg.steps):
+            lr = learning_rate(cfg, step)
+            state, metrics = trainer.train_step(state, next(batches), lr)
+            writer(step, lr, metrics)
+            done = step + 1
+            last_of_run = cfg.stop_after is not None and done - start >= cfg.stop_after
+            at_checkpoint = checkpoints.every > 0 and done % checkpoints.every == 0
+            if at_checkpoint or last_of_run or done == cfg.steps:
+                stopped_early = (last_of_run or stop.agreed()) and done < cfg.steps
+                writer.flush()  # this step's record, timed before the save pauses the loop
+                checkpoints.save(done, state, data_position=done, force=stopped_early or done == cfg.steps)
+                writer.restart_clock()
+                if stopped_early:
+                    say(f"stopping after step {done} (checkpoint saved); run again to resume")
+                    break
+        writer.flush()
+        val_loss = None if stopped_early else trainer.validation_loss(val_tokens, state["params"])
+        writer.write_event({"step": step + 1, "val_loss": val_loss, "stopped_early": stopped_early})
+    finally:
+        checkpoints.close()
+        writer.close()
+    return summarize(cfg, writer.history, start, val_loss, stopped_early, run_dir)
+
+
+def summarize(cfg, history, start, val_loss, stopped_early, run_dir) -> dict:
+    steady = history[1:] or history  # the first step includes compilation
+    summary = {
+        "strategy": cfg.strategy, "start_step": start, "end_step": start + len(history),
+        "losses": [h["loss"] for h in history],
+        "first_loss": history[0]["loss"] if history else None,
+        "last_loss": history[-1]["loss"] if history else None,
+        "val_loss": val_loss, "stopped_early": stopped_early,
+        "tokens_per_s": sum(h["tokens_per_s"] for h in steady) / len(steady) if steady else None,
+        "mfu": sum(h["mfu"] for h in steady) / len(steady) if steady else None,
+        "run_dir": str(run_dir),
+    }
+    if jax.process_index() == 0 and val_loss is not None:
+        say(f"done: first loss {summary['first_loss']:.4f}, last {summary['last_loss']:.4f}, "
+            f"validation {val_loss:.4f}; {summary['tokens_per_s'] / 1000:.1f}k tokens/s")
+    return summary

@@ -1,0 +1,109 @@
+"""A decoder-only transformer in plain JAX: parameters are nested dicts created
+directly in their shardings with jax.nn.initializers, as the cookbook does.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+
+import jax
+import jax.numpy as jnp
+from jax.sharding import Mesh
+
+from hpcjax.shardings import Specs, named
+
+
+@dataclass(frozen=True, kw_only=True)
+class ModelConfig:
+    vocab: int = 256  # byte-level: every byte is a token
+    seq_len: int = 128  # tokens of context
+    d_model: int = 128  # width of the residual stream
+    heads: int = 8  # attention heads (tensor parallelism splits them)
+    layers: int = 2  # transformer blocks
+    d_ff: int = 512  # MLP hidden units
+
+    @property
+    def head_dim(self) -> int:
+        return self.d_model // self.heads
+
+    def matmul_params(self) -> int:
+        """Weights that take part in matrix multiplies (not embeddings' lookups, not norms)."""
+        per_layer = 3 * self.d_model * self.d_model + self.d_model * self.d_model + 2 * self.d_model * self.d_ff
+        return self.layers * per_layer + self.d_model * self.vocab
+
+    def flops_per_token(self) -> int:
+        """Training FLOPs per token: 6 per matmul weight, plus attention scores (PaLM, app. B)."""
+        return 6 * self.matmul_params() + 12 * self.layers * self.seq_len * self.d_model
+
+
+def init_params(config: ModelConfig, specs: Specs, mesh: Mesh, key: jax.Array) -> dict:
+    """Every parameter initialized on the devices that hold its shard."""
+    keys = (jax.random.fold_in(key, i) for i in itertools.count())
+    he, normal = jax.nn.initializers.he_normal(), jax.nn.initializers.normal(0.02)
+    zeros, ones = jax.nn.initializers.zeros, jax.nn.initializers.ones
+    c, f32 = config, jnp.float32
+
+    def make(init, shape, spec, fan_in_axes=None):
+        if fan_in_axes is not None:  # he_normal over the contracted axes only
+            init = jax.nn.initializers.variance_scaling(2.0, "fan_in", "truncated_normal",
+                                                        in_axis=fan_in_axes[0], out_axis=fan_in_axes[1])
+        # Jitted with out_shardings: each device computes only its own shard.
+        return jax.jit(lambda k: init(k, shape, f32), out_shardings=named(mesh, spec))(next(keys))
+
+    def norm():
+        return {"scale": make(ones, (c.d_model,), specs.vector), "bias": make(zeros, (c.d_model,), specs.vector)}
+
+    layers = [{
+        "ln1": norm(),
+        "att_qkv": make(he, (3, c.d_model, c.heads, c.head_dim), specs.att_qkv, ((1,), (0, 2, 3))),
+        "att_out": make(he, (c.d_model, c.heads, c.head_dim), specs.att_out, ((1, 2), (0,))),
+        "ln2": norm(),
+        "mlp_in": make(he, (c.d_model, c.d_ff), specs.mlp_in),
+        "mlp_out": make(he, (c.d_ff, c.d_model), specs.mlp_out),
+    } for _ in range(c.layers)]
+    return {
+        "embed": make(normal, (c.vocab, c.d_model), specs.embed),
+        "pos_embed": make(normal, (c.seq_len, c.d_model), specs.pos_embed),
+        "layers": layers,
+        "ln_f": norm(),
+        "out_kernel": make(he, (c.d_model, c.vocab), specs.out_kernel),
+        "out_bias": make(zeros, (c.vocab,), specs.vector),
+    }
+
+
+def _layer_norm(x, p, eps=1e-5):
+    x32 = x.astype(jnp.float32)
+    mean = x32.mean(-1, keepdims=True)
+    var = ((x32 - mean) ** 2).mean(-1, keepdims=True)
+    return (((x32 - mean) * jax.lax.rsqrt(var + eps)) * p["scale"] + p["bias"]).astype(x.dtype)
+
+
+def model_apply(config: ModelConfig, specs: Specs, mesh: Mesh, params: dict, ids: jax.Array,
+                dtype=jnp.float32) -> jax.Array:
+    """Logits (batch, seq, vocab) in float32; the body computes in `dtype` (bf16 for mixed precision)."""
+    def constrain(x, spec):
+        return jax.lax.with_sharding_constraint(x, named(mesh, spec))
+
+    p = jax.tree.map(lambda a: a.astype(dtype), params)
+    seq = ids.shape[1]
+    x = constrain(p["embed"][ids] + p["pos_embed"][None, :seq], specs.act_seq)
+    causal = jnp.tril(jnp.ones((seq, seq), bool))
+    for layer in p["layers"]:
+        h = _layer_norm(x, layer["ln1"])
+        q, k, v = (constrain(jnp.einsum("bsd,dhk->bshk", h, w), specs.act_att) for w in layer["att_qkv"])
+        scores = jnp.einsum("bshk,bthk->bhst", q, k).astype(jnp.float32) / jnp.sqrt(config.head_dim)
+        probs = jax.nn.softmax(jnp.where(causal, scores, -1e9), axis=-1).astype(dtype)
+        att = constrain(jnp.einsum("bhst,bthk->bshk", probs, v), specs.act_att)
+        x = constrain(x + jnp.einsum("bshk,dhk->bsd", att, layer["att_out"]), specs.act_seq)
+        h = _layer_norm(x, layer["ln2"])
+        h = constrain(jax.nn.gelu(jnp.einsum("bsd,df->bsf", h, layer["mlp_in"])), specs.act_hidden)
+        x = constrain(x + jnp.einsum("bsf,fd->bsd", h, layer["mlp_out"]), specs.act_seq)
+    x = _layer_norm(x, p["ln_f"])
+    return (jnp.einsum("bsd,dv->bsv", x, p["out_kernel"]) + p["out_bias"]).astype(jnp.float32)
+
+
+def next_token_loss(logits: jax.Array, targets: jax.Array) -> jax.Array:
+    """Mean cross-entropy of the next byte, in float32."""
+    logp = jax.nn.log_softmax(logits, axis=-1)
+    return -jnp.take_along_axis(logp, targets[..., None], axis=-1).mean()
