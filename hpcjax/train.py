@@ -100,7 +100,7 @@ class Trainer:
         self.dtype = jnp.bfloat16 if cfg.bf16 else jnp.float32
         self.replicated = shardings.named(self.mesh, P())
         self.batch_sharding = shardings.named(self.mesh, P(None, shardings.DATA, None))  # (accum, batch, seq)
-        self.train_step = jax.jit(self._train_step, donate_argnums=0)
+        self.train_step = None  # compiled for the state's shardings by init_state
         self.eval_loss = jax.jit(self._loss)
 
     def init_state(self) -> dict:
@@ -111,7 +111,13 @@ class Trainer:
                                               transform_non_params=lambda _: self.replicated)
         opt_state = jax.jit(self.optimizer.init, out_shardings=opt_shardings)(params)
         step = jax.device_put(np.zeros((), np.int32), self.replicated)
-        return {"params": params, "opt": opt_state, "step": step}
+        state = {"params": params, "opt": opt_state, "step": step}
+        # The step returns the state in the shardings it came in: otherwise the compiler
+        # may pick others and every call would first reshard the whole state.
+        self.state_shardings = jax.tree.map(lambda a: a.sharding, state)
+        self.train_step = jax.jit(self._train_step, donate_argnums=0,
+                                  out_shardings=(self.state_shardings, self.replicated))
+        return state
 
     def _loss(self, params, batch):
         logits = model.model_apply(self.cfg.model, self.specs, self.mesh, params, batch["inputs"], self.dtype)
