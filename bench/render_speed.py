@@ -26,10 +26,10 @@ def median_seconds(argv: list[str]) -> float:
 
 
 def main() -> None:
-    hpcjax = shutil.which("hpcjax") or sys.exit("install hpcjax first: pip install -e .")
+    hpcjax = [shutil.which("hpcjax")] if shutil.which("hpcjax") else [sys.executable, "-m", "hpcjax"]
     python = median_seconds([sys.executable, "-c", "pass"])
     jax = median_seconds([sys.executable, "-c", "import jax"])
-    render = median_seconds([hpcjax, "render", "--nodes", "2", "--gpus-per-node", "4", "--", "python", "t.py"])
+    render = median_seconds([*hpcjax, "render", "--nodes", "2", "--gpus-per-node", "4", "--", "python", "t.py"])
     print(f"bare python start-up   {python * 1000:8.1f} ms")
     print(f"python -c 'import jax' {jax * 1000:8.1f} ms")
     print(f"hpcjax render          {render * 1000:8.1f} ms")

@@ -24,7 +24,7 @@ RANK = Path(__file__).resolve().parent / "_startup_rank.py"
 
 def one_job(mode: str, workdir: Path) -> float:
     command = f'export HPCJAX_BENCH_T0=$(date +%s.%N); exec {sys.executable} {RANK} {mode}'
-    result = subprocess.run(["hpcjax", "submit", "--nodes", "2", "--gpus-per-node", "4", "--wait", "--",
+    result = subprocess.run([sys.executable, "-m", "hpcjax", "submit", "--nodes", "2", "--gpus-per-node", "4", "--wait", "--",
                              "bash", "-c", command], capture_output=True, text=True, cwd=workdir)
     if result.returncode != 0:
         sys.exit(f"{mode} job failed:\n{result.stderr}")

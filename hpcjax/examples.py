@@ -33,6 +33,11 @@ EXAMPLES: dict[str, JobSpec] = {
     "G4N2p4.slurm": _example(2, 2, 1, "hpcjax", "check", "devices"),
     # 2 nodes x 4 GPUs, the all-reduce over all 8 (seed: allreduce.slurm)
     "G8N2p8-allreduce.slurm": _example(2, 4, 1, "hpcjax", "check", "allreduce"),
+    # 2 nodes x 4 GPUs: the example transformer, FSDP across nodes and tensor parallel within
+    "G8N2p8-train.slurm": JobSpec(**{**_SITE, "time": "02:00:00"}, job_name="G8N2p8-train",
+                                  layout=Layout(nodes=2, gpus_per_node=4),
+                                  command=("hpcjax", "train", "--strategy", "fsdp_tp", "--tensor-size", "4",
+                                           "--steps", "2000", "--bf16", "--run-dir", "hpcjax-run")),
 }
 
 

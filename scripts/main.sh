@@ -5,5 +5,7 @@
 # with the GPUs emulated as CPU devices.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-python3 -m pip install -q --disable-pip-version-check -e .
-exec hpcjax smoke --nodes 2 --gpus-per-node 4 "$@"
+python3 -m pip install -q --disable-pip-version-check --root-user-action=ignore -e .
+# pyenv only sees a new console script after a rehash.
+if command -v pyenv >/dev/null; then pyenv rehash; fi
+exec python3 -m hpcjax smoke --nodes 2 --gpus-per-node 4 "$@"

@@ -12,7 +12,9 @@ if ! command -v shellcheck >/dev/null; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq shellcheck >/dev/null
 fi
 echo "test.sh: installing hpcjax and its dependencies (pip)" >&2
-python3 -m pip install -q --disable-pip-version-check -e ".[test]"
+python3 -m pip install -q --disable-pip-version-check --root-user-action=ignore -e ".[test]"
+# pyenv only sees a new console script after a rehash.
+if command -v pyenv >/dev/null; then pyenv rehash; fi
 bash slurm/devcluster/up.sh
 export SLURM_CONF=${SLURM_CONF:-${HPCJAX_DEVCLUSTER_DIR:-/var/lib/hpcjax-devcluster}/etc/slurm.conf}
 exec python3 -m pytest -ra "$@"

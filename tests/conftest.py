@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -37,6 +38,7 @@ def slurm_cluster():
 
 
 def run_hpcjax(*args: str, cwd: Path | None = None, env: dict | None = None, timeout: float = 300):
-    """Run the installed console script as a user would."""
-    return subprocess.run(["hpcjax", *args], capture_output=True, text=True, cwd=cwd,
+    """Run the hpcjax command as a user would (through the interpreter, so a fresh
+    machine's PATH need not know the console script yet)."""
+    return subprocess.run([sys.executable, "-m", "hpcjax", *args], capture_output=True, text=True, cwd=cwd,
                           env={**os.environ, **(env or {})}, timeout=timeout)
