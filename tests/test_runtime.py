@@ -94,10 +94,9 @@ def test_roll_call_releases_everyone_when_all_arrive():
 
 
 def test_roll_call_names_who_did_not_arrive():
-    start = time.monotonic()
     errors = _run_ranks(free_port(), 6, [0, 1, 3, 5], 1.5)
     assert "process(es) 2, 4 of 6 did not arrive within 1.5 s (arrived: 0, 1, 3, 5)" in errors[0].message
-    assert time.monotonic() - start < 15
+    assert set(errors) == {0, 1, 3, 5}  # the others hear of it too, instead of hanging
 
 
 def test_others_hear_when_process_0_cannot_start_the_coordinator():
