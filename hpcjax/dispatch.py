@@ -26,6 +26,7 @@ NEVER_STARTS = {"PartitionConfig", "PartitionNodeLimit", "PartitionTimeLimit", "
                 "InvalidAccount", "InvalidQOS", "AccountNotAllowed", "QOSNotAllowed",
                 "ReqNodeNotAvail, UnavailableNodes:", "JobHeldAdmin", "DependencyNeverSatisfied"}
 LOG_TAIL_LINES = 20
+STEP_TERMINATING = "Terminating StepId"  # srun's line when it starts stopping the other ranks
 
 
 def _executor_class():
@@ -154,8 +155,10 @@ def failure_report(job_id: str, status: jobs.JobStatus) -> str:
     batch = jobs.batch_log_path(log_dir, job_id)
     batch_text = batch.read_text(errors="replace") if batch.is_file() else ""
     errors = jobs.task_errors(batch_text)
-    # The ranks that failed by themselves, not those srun killed because of them.
-    own = [e for e in errors if not e["what"].startswith(("Killed", "Terminated"))] or errors
+    # The ranks that failed by themselves: what srun reported before it began
+    # terminating the step (--kill-on-bad-exit), not the ranks it stopped after.
+    cause = jobs.task_errors(batch_text.split(STEP_TERMINATING, 1)[0])
+    own = cause or [e for e in errors if not e["what"].startswith(("Killed", "Terminated"))] or errors
     lines = [f"job {job_id} ended {status.state} (exit code {status.exit_code})"]
     if not own:
         lines.append(f"no rank reported an error; last lines of {batch}:")

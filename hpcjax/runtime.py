@@ -81,7 +81,8 @@ def initialize_kwargs(denv: DistributedEnv, timeout_s: int, accepted: set[str]) 
 
 def describe(denv: DistributedEnv) -> str:
     ids = list(denv.local_device_ids) if denv.local_device_ids is not None else "emulated"
-    return (f"hpcjax: process {denv.process_id}/{denv.num_processes} on {socket.gethostname()}: "
+    return (f"hpcjax: process {denv.process_id}/{denv.num_processes} on {socket.gethostname()} "
+            f"(pid {os.getpid()}): "
             f"coordinator {denv.coordinator_address} ({denv.sources.get('coordinator', '')}), "
             f"{denv.devices_per_process} {denv.platform.upper()} device(s) per process, local ids {ids}")
 

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
 import re
+import signal
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -132,3 +135,35 @@ def test_hostile_strings_reach_the_ranks_verbatim_on_the_cluster(tmp_path, slurm
     assert json.loads(log[0])["argv"] == hostile
     assert log[1] == f"$(touch {marker})"
     assert not marker.exists()
+
+
+def test_a_killed_rank_ends_the_job_and_is_named(tmp_path, slurm_cluster, hpcjax_home):
+    """SIGKILL one rank in the middle of training (a node's OOM killer, a crash): srun stops
+    the others at once (JAX's SIGTERM handler is off), and the report names the dead rank."""
+    outcome = {}
+
+    def run():
+        outcome["result"] = run_hpcjax(
+            "submit", "--nodes", "2", "--gpus-per-node", "4", "--wait", "--", sys.executable, "-m", "hpcjax",
+            "train", "--steps", "100000", "--seq-len", "32", "--d-model", "64", "--layers", "1", "--d-ff", "128",
+            "--batch-size", "16", "--checkpoint-every", "0", "--run-dir", str(tmp_path / "run"),
+            cwd=tmp_path, timeout=300)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    log_dir, pid = tmp_path / "hpcjax-logs", None
+    deadline = time.monotonic() + 120
+    while pid is None and time.monotonic() < deadline:
+        logs = list(log_dir.glob("*-rank3.log")) if log_dir.is_dir() else []
+        metrics = tmp_path / "run" / "metrics.jsonl"
+        if logs and metrics.exists() and metrics.read_text().count("\n") >= 3:
+            pid = int(re.search(r"\(pid (\d+)\)", logs[0].read_text()).group(1))
+        time.sleep(0.5)
+    assert pid is not None, "training did not start"
+    os.kill(pid, signal.SIGKILL)
+    thread.join(240)
+    result = outcome["result"]
+    assert result.returncode != 0
+    assert "rank 3 on node1 failed: Killed" in result.stderr
+    assert "ranks stopped by srun after the failure: 0, 1, 2, 4, 5, 6, 7" in result.stderr
+    assert json.loads(run_hpcjax("status", result.stdout.strip(), "--json", cwd=tmp_path).stdout)["state"] == "FAILED"
