@@ -17,8 +17,10 @@ from contextlib import contextmanager
 from hpcjax.errors import HpcjaxError
 
 GO = b"go\n"
-ABORT = b"no\n"
+ABORT = b"no "  # followed by process 0's reason and a newline
+NO_COORDINATOR = ABORT + b"it could not start the JAX coordination service\n"
 RETRY_S = 0.05
+CLIENT_GRACE_S = 5.0
 POLL_S = 0.01
 
 
@@ -48,13 +50,13 @@ def gather(port: int, num_processes: int, timeout_s: float) -> list[socket.socke
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 missing = sorted(set(range(1, num_processes)) - set(arrived))
-                for conn in arrived.values():
-                    conn.close()
-                raise RendezvousError(
+                error = RendezvousError(
                     f"process(es) {_ranges(missing)} of {num_processes} did not arrive within {timeout_s:g} s "
                     f"(arrived: 0{', ' + _ranges(sorted(arrived)) if arrived else ''})",
                     "look at the missing ranks' logs (`hpcjax logs JOBID --rank R`); if they start "
                     "slowly, raise HPCJAX_INIT_TIMEOUT")
+                release(list(arrived.values()), abort_word(error.message))  # they fail with the same words
+                raise error
             server.settimeout(remaining)
             try:
                 conn, _ = server.accept()
@@ -70,6 +72,10 @@ def gather(port: int, num_processes: int, timeout_s: float) -> list[socket.socke
                 arrived[rank].close()
             arrived[rank] = conn
     return list(arrived.values())
+
+
+def abort_word(reason: str) -> bytes:
+    return ABORT + reason.replace("\n", " ").encode()[:3000] + b"\n"
 
 
 def release(conns: list[socket.socket], word: bytes = GO) -> None:
@@ -101,7 +107,9 @@ def wait_until_listening(port: int, timeout_s: float) -> bool:
 
 
 def check_in(host: str, port: int, process_id: int, timeout_s: float) -> None:
-    """Any other process: report to process 0 and wait for its "go"."""
+    """Any other process: report to process 0 and wait for its "go". It waits a little
+    longer than process 0 does, so that process 0, which knows who is missing, speaks first."""
+    timeout_s = timeout_s + max(CLIENT_GRACE_S, 0.1 * timeout_s)
     deadline = time.monotonic() + timeout_s
     last_error: Exception | None = None
     while time.monotonic() < deadline:
@@ -109,12 +117,13 @@ def check_in(host: str, port: int, process_id: int, timeout_s: float) -> None:
             with socket.create_connection((host, port), timeout=min(5.0, timeout_s)) as conn:
                 conn.sendall(f"{process_id}\n".encode())
                 conn.settimeout(max(0.1, deadline - time.monotonic()))
-                word = conn.recv(len(GO))
+                word = _read_line(conn)
                 if word == GO:
                     return
-                if word == ABORT:
-                    raise RendezvousError(f"process {process_id}: process 0 could not start the coordinator "
-                                          f"at {host}:{port}", "see process 0's log: `hpcjax logs JOBID --rank 0`")
+                if word.startswith(ABORT):
+                    reason = word[len(ABORT):].decode(errors="replace").strip()
+                    raise RendezvousError(f"process {process_id}: process 0 at {host}:{port} gave up: {reason}",
+                                          "see process 0's log: `hpcjax logs JOBID --rank 0`")
                 last_error = ConnectionError("process 0 closed the roll call without a go")
         except (OSError, socket.timeout) as err:
             last_error = err
@@ -124,6 +133,16 @@ def check_in(host: str, port: int, process_id: int, timeout_s: float) -> None:
         f"{timeout_s:g} s ({last_error})",
         "process 0 is waiting for another process, or never started: see its log "
         "(`hpcjax logs JOBID --rank 0`)")
+
+
+def _read_line(conn: socket.socket) -> bytes:
+    data = b""
+    while not data.endswith(b"\n") and len(data) < 4096:
+        chunk = conn.recv(4096)
+        if not chunk:
+            break
+        data += chunk
+    return data
 
 
 @contextmanager
@@ -140,13 +159,14 @@ def roll_call(host: str, port: int, process_id: int, num_processes: int, timeout
         return
     conns = gather(port, num_processes, timeout_s)
     releaser = threading.Thread(
-        target=lambda: release(conns, GO if wait_until_listening(port, timeout_s) else ABORT), daemon=True)
+        target=lambda: release(conns, GO if wait_until_listening(port, timeout_s) else NO_COORDINATOR),
+        daemon=True)
     try:
         releaser.start()
         yield
     except BaseException:
         if releaser.is_alive():
-            release(conns, ABORT)
+            release(conns, NO_COORDINATOR)
         raise
     releaser.join(timeout_s)
 

@@ -96,7 +96,8 @@ def test_roll_call_releases_everyone_when_all_arrive():
 def test_roll_call_names_who_did_not_arrive():
     errors = _run_ranks(free_port(), 6, [0, 1, 3, 5], 1.5)
     assert "process(es) 2, 4 of 6 did not arrive within 1.5 s (arrived: 0, 1, 3, 5)" in errors[0].message
-    assert set(errors) == {0, 1, 3, 5}  # the others hear of it too, instead of hanging
+    for rank in (1, 3, 5):  # the others hear the same words instead of hanging
+        assert "gave up: process(es) 2, 4 of 6 did not arrive" in errors[rank].message
 
 
 def test_others_hear_when_process_0_cannot_start_the_coordinator():
@@ -114,11 +115,11 @@ def test_others_hear_when_process_0_cannot_start_the_coordinator():
         with roll_call("127.0.0.1", port, 0, 2, 10):
             raise RuntimeError("jax.distributed.initialize blew up")
     thread.join(15)
-    assert "could not start the coordinator" in errors[1].message
+    assert "gave up: it could not start the JAX coordination service" in errors[1].message
 
 
 def test_check_in_without_a_coordinator_says_so():
-    with pytest.raises(RendezvousError, match="process 3: process 0 at 127.0.0.1:.* did not release"):
+    with pytest.raises(RendezvousError, match="process 3: process 0 at 127.0.0.1:.* did not release .* 5.5 s"):
         check_in("127.0.0.1", free_port(), 3, 0.5)
 
 
