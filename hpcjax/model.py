@@ -86,6 +86,7 @@ def model_apply(config: ModelConfig, specs: Specs, mesh: Mesh, params: dict, ids
         return jax.lax.with_sharding_constraint(x, named(mesh, spec))
 
     p = jax.tree.map(lambda a: a.astype(dtype), params)
+    ids = constrain(ids, specs.act_ids)
     seq = ids.shape[1]
     x = constrain(p["embed"][ids] + p["pos_embed"][None, :seq], specs.act_seq)
     causal = jnp.tril(jnp.ones((seq, seq), bool))

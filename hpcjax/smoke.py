@@ -8,7 +8,6 @@ those lines are gathered into a table per node and rank with pass/fail.
 from __future__ import annotations
 
 import json
-import shlex
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -94,6 +93,3 @@ def _short(values) -> str:
     unique = sorted(set(values))
     return f"{unique[0]:g}" if len(unique) == 1 else ",".join(f"{v:g}" for v in values)
 
-
-def describe_command(spec: JobSpec) -> str:
-    return shlex.join(spec.command)

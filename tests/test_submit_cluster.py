@@ -167,3 +167,16 @@ def test_a_killed_rank_ends_the_job_and_is_named(tmp_path, slurm_cluster, hpcjax
     assert "rank 3 on node1 failed: Killed" in result.stderr
     assert "ranks stopped by srun after the failure: 0, 1, 2, 4, 5, 6, 7" in result.stderr
     assert json.loads(run_hpcjax("status", result.stdout.strip(), "--json", cwd=tmp_path).stdout)["state"] == "FAILED"
+
+
+def test_python_api_submits_and_waits(tmp_path, slurm_cluster, hpcjax_home, monkeypatch):
+    from hpcjax import dispatch
+    from hpcjax.errors import JobFailed
+    from hpcjax.spec import JobSpec, Layout
+
+    monkeypatch.chdir(tmp_path)
+    layout = Layout(nodes=2, gpus_per_node=1)
+    assert dispatch.submit_and_wait(JobSpec(command=("true",), layout=layout, output_dir=str(tmp_path / "a"))) == 0
+    with pytest.raises(JobFailed, match="failed") as err:
+        dispatch.submit_and_wait(JobSpec(command=("false",), layout=layout, output_dir=str(tmp_path / "b")))
+    assert err.value.hint.startswith("hpcjax logs ")
