@@ -28,13 +28,17 @@ logfile_of() {
   esac
 }
 
-# The pid in NAME's pid file, if that process is alive.
+# The pid in NAME's pid file, if that process is alive and is that daemon (a pid
+# file left by a machine that stopped may name a pid reused by something else).
 live_pid() {
-  local file pid
+  local file pid daemon=${1%%.*}
   file=$(pidfile_of "$1")
   [[ -s $file ]] || return 1
   pid=$(tr -dc '0-9' <"$file")
-  [[ -n $pid ]] && kill -0 "$pid" 2>/dev/null && echo "$pid"
+  [[ -n $pid ]] && kill -0 "$pid" 2>/dev/null || return 1
+  [[ $(cat "/proc/$pid/comm" 2>/dev/null) == "$daemon" ]] || return 1
+  [[ $(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null) != Z ]] || return 1  # a zombie is dead
+  echo "$pid"
 }
 
 running() { live_pid "$1" >/dev/null; }

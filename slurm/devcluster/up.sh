@@ -146,6 +146,15 @@ start_slurmctld() {
   running slurmctld && return
   /usr/sbin/slurmctld -f "$DIR/etc/slurm.conf" || fail_with_log slurmctld
   wait_for "slurmctld" 30 scontrol ping || fail_with_log slurmctld
+  # Jobs the saved state still calls running died with the previous daemons (a
+  # machine that stopped): cancel them, or their nodes never become idle.
+  local stale
+  stale=$(squeue -h -o %i | tr '\n' ' ')
+  if [[ -n ${stale// /} ]]; then
+    log "cancelling jobs left over from a previous start: $stale"
+    # shellcheck disable=SC2086 # one job id per word
+    scancel $stale
+  fi
 }
 
 start_slurmd() {
