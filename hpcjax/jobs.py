@@ -82,7 +82,7 @@ def job_status(job_id: str) -> JobStatus:
     text = run_slurm(["sacct", "-j", job_id, "-P", "-n", "-o", ",".join(SACCT_FIELDS)])
     rows = [dict(zip(SACCT_FIELDS, line.split("|"))) for line in text.splitlines() if line]
     main = next((r for r in rows if r["JobID"] == job_id), {})
-    queue = run_slurm(["squeue", "-h", "-t", "all", "-j", job_id, "-o", "%j|%T|%r|%N|%M"]).strip()
+    queue = _queue_line(job_id)
     if not queue and not main:
         raise HpcjaxError(f"SLURM knows no job {job_id}", "check the id with `squeue --me` or `sacct`")
     status = JobStatus(job_id=job_id, name=main.get("JobName", ""),
@@ -94,6 +94,18 @@ def job_status(job_id: str) -> JobStatus:
     if queue:
         status.name, status.state, status.reason, status.nodelist, _ = queue.splitlines()[0].split("|")
     return status
+
+
+def _queue_line(job_id: str) -> str:
+    """The controller's line for the job; empty once it has forgotten it (MinJobAge)."""
+    try:
+        return run_slurm(["squeue", "-h", "-t", "all", "-j", job_id, "-o", "%j|%T|%r|%N|%M"]).strip()
+    except SlurmNotFound:
+        raise
+    except HpcjaxError as err:
+        if "Invalid job id" in err.message:
+            return ""
+        raise
 
 
 def cancel_job(job_id: str) -> None:
