@@ -180,3 +180,9 @@ def test_python_api_submits_and_waits(tmp_path, slurm_cluster, hpcjax_home, monk
     with pytest.raises(JobFailed, match="failed") as err:
         dispatch.submit_and_wait(JobSpec(command=("false",), layout=layout, output_dir=str(tmp_path / "b")))
     assert err.value.hint.startswith("hpcjax logs ")
+
+
+def test_unknown_job_ids_are_clear_errors(tmp_path, slurm_cluster, hpcjax_home):
+    for verb in ("status", "logs"):
+        result = run_hpcjax(verb, "987654", cwd=tmp_path)
+        assert result.returncode == 1 and "error: SLURM knows no job 987654" in result.stderr, result.stderr
