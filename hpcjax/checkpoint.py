@@ -29,8 +29,9 @@ class Checkpoints:
         return self.manager.latest_step()
 
     def save(self, step: int, state, data_position: int, force: bool = False) -> bool:
-        """Start saving (returns once the arrays are copied off the devices)."""
-        if not force and (self.every <= 0 or step % self.every):
+        """Start saving (returns once the arrays are copied off the devices). `force` saves
+        off the interval: at the last step, or when the run stops early."""
+        if not force and step % self.every:
             return False
         return self.manager.save(step, args=ocp.args.Composite(
             state=ocp.args.StandardSave(state), data=ocp.args.JsonSave({"position": data_position})),

@@ -50,7 +50,7 @@ def train(cfg: TrainConfig) -> dict:
                           total_steps=cfg.steps, log_every=cfg.log_every)
     stop, stopped_early = StopRequest(), False
     batches = trainer.batches(corpus, start)
-    step = start
+    done = start
     try:
         for step in range(start, cfg.steps):
             lr = learning_rate(cfg, step)
@@ -62,14 +62,16 @@ def train(cfg: TrainConfig) -> dict:
             if at_checkpoint or last_of_run or done == cfg.steps:
                 stopped_early = (last_of_run or stop.agreed()) and done < cfg.steps
                 writer.flush()  # this step's record, timed before the save pauses the loop
-                checkpoints.save(done, state, data_position=done, force=stopped_early or done == cfg.steps)
+                saved = checkpoints.every > 0 and checkpoints.save(
+                    done, state, data_position=done, force=stopped_early or done == cfg.steps)
                 writer.restart_clock()
                 if stopped_early:
-                    say(f"stopping after step {done} (checkpoint saved); run again to resume")
+                    say(f"stopping after step {done} " + ("(checkpoint saved); run again to resume" if saved
+                                                          else "without a checkpoint (--checkpoint-every 0)"))
                     break
         writer.flush()
         val_loss = None if stopped_early else trainer.validation_loss(val_tokens, state["params"])
-        writer.write_event({"step": step + 1, "val_loss": val_loss, "stopped_early": stopped_early})
+        writer.write_event({"step": done, "val_loss": val_loss, "stopped_early": stopped_early})
     finally:
         checkpoints.close()
         writer.close()
