@@ -70,8 +70,8 @@ def submit(spec: JobSpec):
     or holds it with a reason that means it can never start."""
     if shutil.which("sbatch") is None:
         raise SlurmNotFound("SLURM is not installed on this machine (no `sbatch` on the PATH)",
-                            "run `hpcjax submit` on the cluster's login node; the local backend "
-                            "(--backend local) comes with the runtime")
+                            "run `hpcjax submit` on the cluster's login node, or on this machine's "
+                            "CPU with --backend local")
     import submitit
 
     Path(spec.output_dir).mkdir(parents=True, exist_ok=True)  # sbatch needs it to exist
