@@ -11,7 +11,7 @@ import time
 
 mode = sys.argv[1]
 if mode == "hpcjax":
-    from hpcjax.runtime import initialize
+    from hpcjax.rank.runtime import initialize
 
     initialize()
 else:  # what users write by hand: JAX's own SLURM detection

@@ -27,10 +27,11 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 from jax.sharding import NamedSharding, PartitionSpec as P  # noqa: E402
 
-from hpcjax import data  # noqa: E402
-from hpcjax.model import ModelConfig  # noqa: E402
-from hpcjax.runtime import initialize  # noqa: E402
-from hpcjax.train import TrainConfig, Trainer  # noqa: E402
+from hpcjax.train import data  # noqa: E402
+from hpcjax.train.model import ModelConfig  # noqa: E402
+from hpcjax.rank.runtime import initialize  # noqa: E402
+from hpcjax.train import TrainConfig  # noqa: E402
+from hpcjax.train.step import Trainer  # noqa: E402
 
 MODEL = ModelConfig(seq_len=128, d_model=128, heads=8, layers=2, d_ff=512)
 

@@ -1,7 +1,28 @@
 """hpcjax: take a JAX training job from a laptop to a SLURM GPU cluster.
 
-Importing hpcjax does not import JAX; only the runtime and the programs a job
-runs do.
+Three rooms, by where the code runs (docs/architecture.md):
+  hpcjax.launch  the login node: job spec, rendered script, backends, the Run handle
+  hpcjax.rank    every rank: environment mapping, roll call, JAX initialization, checks
+  hpcjax.train   the training program
+Importing hpcjax imports none of them; the names below load their room when used.
 """
 
 __version__ = "0.1.0"
+
+_LAZY = {
+    "initialize": ("hpcjax.rank.runtime", "initialize"),
+    "submit": ("hpcjax.launch", "submit"),
+    "attach": ("hpcjax.launch", "attach"),
+    "JobSpec": ("hpcjax.launch.spec", "JobSpec"),
+    "Layout": ("hpcjax.launch.spec", "Layout"),
+    "Container": ("hpcjax.launch.spec", "Container"),
+}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        import importlib
+
+        module, attribute = _LAZY[name]
+        return getattr(importlib.import_module(module), attribute)
+    raise AttributeError(f"module 'hpcjax' has no attribute {name!r}")

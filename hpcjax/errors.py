@@ -46,3 +46,7 @@ class JobFailed(HpcjaxError):
 
 class LayoutError(HpcjaxError):
     """What SLURM started does not match the layout, or cannot be mapped to JAX."""
+
+
+class ConfigError(UsageError):
+    """A training configuration holds a value that cannot be valid."""

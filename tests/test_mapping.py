@@ -3,7 +3,7 @@
 import pytest
 
 from hpcjax.errors import LayoutError
-from hpcjax.mapping import PORT_BASE, resolve
+from hpcjax.rank.mapping import PORT_BASE, resolve
 
 
 def step(procid, localid, ntasks, nodelist="node[1-2]", job="1234", step_id="0", cvd=None, **extra):

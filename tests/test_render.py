@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from hpcjax.render import render_sbatch
-from hpcjax.spec import Container, JobSpec, Layout
+from hpcjax.launch.render import render_sbatch
+from hpcjax.launch.spec import Container, JobSpec, Layout
 
 # Each would create MARKER if any shell ever evaluated it.
 HOSTILE = [

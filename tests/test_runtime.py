@@ -6,14 +6,14 @@ import time
 
 import pytest
 
-from hpcjax.checks import bus_bandwidth, format_bytes
-from hpcjax.cli_runtime import parse_sizes
+from hpcjax.rank.checks import bus_bandwidth, format_bytes
+from hpcjax.cli.options import parse_sizes
 from hpcjax.errors import UsageError
-from hpcjax.local import free_port
-from hpcjax.mapping import DistributedEnv
-from hpcjax.rendezvous import RendezvousError, check_in, gather, roll_call
-from hpcjax.runtime import InitializeError, init_timeout_s, initialize_kwargs, prepare_environment
-from hpcjax.smoke import verdicts
+from hpcjax.launch.local import free_port
+from hpcjax.rank.mapping import DistributedEnv
+from hpcjax.rank.rendezvous import RendezvousError, check_in, gather, roll_call
+from hpcjax.rank.runtime import InitializeError, init_timeout_s, initialize_kwargs, prepare_environment
+from hpcjax.launch.smoke import verdicts
 
 
 def denv(platform="gpu", n=4, pid=1, ids=(1,), k=1):
@@ -166,7 +166,7 @@ def test_smoke_verdicts_fail_missing_and_wrong_ranks():
 
 
 def test_allreduce_failure_prints_what_every_rank_saw():
-    from hpcjax.checks import format_report
+    from hpcjax.rank.checks import format_report
 
     report = {"check": "allreduce", "rank": 0, "processes": 2, "node": "n1", "ok": True, "all_ranks_ok": False,
               "device_count": 2, "seen": [2.0], "expected": 2,

@@ -170,16 +170,16 @@ def test_a_killed_rank_ends_the_job_and_is_named(tmp_path, slurm_cluster, hpcjax
 
 
 def test_python_api_submits_and_waits(tmp_path, slurm_cluster, hpcjax_home, monkeypatch):
-    from hpcjax import dispatch
-    from hpcjax.errors import JobFailed
-    from hpcjax.spec import JobSpec, Layout
+    from hpcjax.launch import submit
+    from hpcjax.launch.spec import JobSpec, Layout
 
     monkeypatch.chdir(tmp_path)
     layout = Layout(nodes=2, gpus_per_node=1)
-    assert dispatch.submit_and_wait(JobSpec(command=("true",), layout=layout, output_dir=str(tmp_path / "a"))) == 0
-    with pytest.raises(JobFailed, match="failed") as err:
-        dispatch.submit_and_wait(JobSpec(command=("false",), layout=layout, output_dir=str(tmp_path / "b")))
-    assert err.value.hint.startswith("hpcjax logs ")
+    good = submit(JobSpec(command=("true",), layout=layout, output_dir=str(tmp_path / "a")), "slurm").wait()
+    assert good.ok and good.exit_code == 0
+    bad = submit(JobSpec(command=("false",), layout=layout, output_dir=str(tmp_path / "b")), "slurm").wait()
+    assert (bad.state, bad.exit_code) == ("FAILED", 1)
+    assert {f.reason for f in bad.failed} == {"Exited with exit code 1"}
 
 
 def test_unknown_job_ids_are_clear_errors(tmp_path, slurm_cluster, hpcjax_home):

@@ -8,7 +8,8 @@ import sys
 import numpy as np
 import pytest
 
-from hpcjax.train import TrainConfig, learning_rate
+from hpcjax.train import TrainConfig
+from hpcjax.train.step import learning_rate
 
 SMALL = ["--seq-len", "64", "--d-model", "64", "--heads", "8", "--layers", "2", "--d-ff", "256",
          "--batch-size", "16", "--warmup-steps", "5", "--log-every", "5", "--corpus-bytes", str(2 << 20)]

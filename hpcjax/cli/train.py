@@ -1,12 +1,14 @@
 """`hpcjax train`: the cookbook transformer on the standard library's source,
 run inside a job step (`hpcjax submit ... -- hpcjax train ...`) or locally.
-JAX is imported only when the command runs."""
+The configuration validates itself before JAX is imported."""
 
 from __future__ import annotations
 
 import argparse
 import json
 from dataclasses import fields
+
+from hpcjax.contract import DEFAULT_RUN_DIR
 
 
 def add_train_verb(sub) -> None:
@@ -31,7 +33,7 @@ def add_train_verb(sub) -> None:
     g.add_argument("--layers", type=int, default=2)
     g.add_argument("--d-ff", type=int, default=512)
     g = train.add_argument_group("run")
-    g.add_argument("--run-dir", default="hpcjax-run", help="checkpoints and metrics.jsonl (shared storage)")
+    g.add_argument("--run-dir", default=DEFAULT_RUN_DIR, help="checkpoints and metrics.jsonl (shared storage)")
     g.add_argument("--checkpoint-every", type=int, default=50, help="steps between checkpoints (0: never)")
     g.add_argument("--eval-batches", type=int, default=4)
     g.add_argument("--log-every", type=int, default=10)
@@ -43,36 +45,19 @@ def add_train_verb(sub) -> None:
 
 
 def config_from_args(args: argparse.Namespace):
-    from hpcjax.errors import UsageError
-    from hpcjax.model import ModelConfig
-    from hpcjax.train import TrainConfig
+    """A TrainConfig from the options: the configuration's own checks speak for bad values."""
+    from hpcjax.train.config import ModelConfig, TrainConfig
 
-    model = ModelConfig(vocab=256, seq_len=args.seq_len, d_model=args.d_model, heads=args.heads,
-                        layers=args.layers, d_ff=args.d_ff)
+    model = ModelConfig(**{f.name: getattr(args, f.name) for f in fields(ModelConfig) if hasattr(args, f.name)})
     names = {f.name for f in fields(TrainConfig)} - {"model"}
-    cfg = TrainConfig(model=model, **{n: getattr(args, n) for n in names if hasattr(args, n)})
-    positive = ["steps", "batch_size", "accum_steps", "seq_len", "d_model", "heads", "layers", "d_ff",
-                "corpus_bytes", "eval_batches", "log_every"]
-    for name in positive:
-        if getattr(args, name) < 1:
-            raise UsageError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(args, name)}",
-                             "see `hpcjax train --help`")
-    if args.checkpoint_every < 0 or args.learning_rate <= 0 or args.peak_tflops <= 0:
-        raise UsageError("--checkpoint-every must be >= 0; --learning-rate and --peak-tflops > 0",
-                         "see `hpcjax train --help`")
-    return cfg
+    return TrainConfig(model=model, **{n: getattr(args, n) for n in names if hasattr(args, n)})
 
 
 def cmd_train(args: argparse.Namespace, command: list[str]) -> int:
-    from hpcjax.shardings import STRATEGIES
-    from hpcjax.errors import UsageError
-
-    if args.strategy not in STRATEGIES:
-        raise UsageError(f"unknown strategy {args.strategy!r}", f"valid strategies: {', '.join(STRATEGIES)}")
-    cfg = config_from_args(args)
+    cfg = config_from_args(args)  # refuses bad values before JAX starts
     import jax
 
-    from hpcjax.loop import train
+    from hpcjax.train.loop import train
 
     summary = train(cfg)
     if args.json and jax.process_index() == 0:

@@ -1,6 +1,6 @@
 """What every rank runs first: validate the mapping, then initialize JAX from it.
 
-    from hpcjax.runtime import initialize
+    from hpcjax.rank.runtime import initialize
     denv = initialize()          # before any other use of JAX
 
 Every value is passed to jax.distributed.initialize explicitly and JAX's own
@@ -20,8 +20,8 @@ import sys
 from typing import MutableMapping
 
 from hpcjax.errors import HpcjaxError
-from hpcjax.mapping import DistributedEnv, resolve
-from hpcjax.rendezvous import RendezvousError, roll_call
+from hpcjax.rank.mapping import DistributedEnv, resolve
+from hpcjax.rank.rendezvous import RendezvousError, roll_call
 
 HPCJAX_INIT_TIMEOUT = "HPCJAX_INIT_TIMEOUT"  # seconds every rank waits for all others
 # Cold starts on a big cluster (container pull, imports from a shared filesystem)

@@ -12,9 +12,8 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from hpcjax.spec import JobSpec
-
-CHECKS = ("devices", "allreduce")
+from hpcjax.contract import ALL_CHECKS
+from hpcjax.launch.spec import JobSpec
 
 
 def smoke_command(spec: JobSpec, bandwidth: bool, sizes: str | None) -> tuple[str, ...]:
@@ -39,18 +38,27 @@ def read_reports(logs: dict[int, Path]) -> dict[int, dict[str, dict]]:
     for rank, path in logs.items():
         text = path.read_text(errors="replace") if path.is_file() else ""
         for line in text.splitlines():
-            if line.startswith('{"check"'):
-                try:
-                    report = json.loads(line)
-                except json.JSONDecodeError:
-                    continue
+            report = _json_object(line)
+            if report is not None and isinstance(report.get("check"), str):
                 found.setdefault(rank, {})[report["check"]] = report
     return found
 
 
+def _json_object(line: str) -> dict | None:
+    """The JSON object on this line, whatever the order of its keys; None for other output."""
+    line = line.strip()
+    if not (line.startswith("{") and line.endswith("}")):
+        return None
+    try:
+        value = json.loads(line)
+    except json.JSONDecodeError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
 def verdicts(reports: dict[int, dict[str, dict]], num_processes: int, bandwidth: bool) -> list[dict]:
     """One row per expected rank: what it reported and whether it passed."""
-    wanted = CHECKS + (("bandwidth",) if bandwidth else ())
+    wanted = ALL_CHECKS + (("bandwidth",) if bandwidth else ())
     rows = []
     for rank in range(num_processes):
         mine = reports.get(rank, {})

@@ -13,10 +13,11 @@ from pathlib import Path
 
 import jax
 
-from hpcjax import data
-from hpcjax.checkpoint import Checkpoints
-from hpcjax.metrics import RecordWriter
-from hpcjax.train import StopRequest, TrainConfig, Trainer, learning_rate
+from hpcjax.train import data
+from hpcjax.train.checkpoint import Checkpoints
+from hpcjax.train.metrics import RecordWriter
+from hpcjax.train.config import TrainConfig
+from hpcjax.train.step import StopRequest, Trainer, learning_rate
 
 
 def say(text: str) -> None:
@@ -27,7 +28,7 @@ def say(text: str) -> None:
 def train(cfg: TrainConfig) -> dict:
     """Run (or resume) training in this process; every process of the job calls it.
     Returns a summary: losses, validation loss, where it started and stopped."""
-    from hpcjax.runtime import initialize
+    from hpcjax.rank.runtime import initialize
 
     initialize()  # a no-op when the caller has already initialized
     trainer = Trainer(cfg)

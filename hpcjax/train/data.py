@@ -40,7 +40,8 @@ def load_corpus(max_bytes: int, root: str | None = None) -> tuple[np.ndarray, np
             break
     if not train or not val:
         raise UsageError(f"too little Python source under {base} for a corpus",
-                         "point --corpus-dir at a directory with .py files")
+                         "the corpus is the Python standard library's source: use a Python installation that ships it "
+                         "(some minimal images strip it), or lower --corpus-bytes")
     as_array = lambda parts: np.frombuffer(b"\n".join(parts), dtype=np.uint8)  # noqa: E731
     return as_array(train), as_array(val)
 

@@ -11,7 +11,9 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from hpcjax import contract
 from hpcjax.errors import SpecError
+from hpcjax.validate import require_int
 
 RUNTIMES = ("apptainer", "singularity", "none")
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -21,13 +23,10 @@ IMAGE_FROM_ENV = re.compile(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?")
 # SLURM's accepted walltime forms: M, M:S, H:M:S, D-H, D-H:M, D-H:M:S.
 WALLTIME = re.compile(r"(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?")
 MEMORY = re.compile(r"\d+[KMGT]?")
-# Variables the rendered script sets itself so every rank knows the layout.
-LAYOUT_ENV = ("HPCJAX_NODES", "HPCJAX_GPUS_PER_NODE", "HPCJAX_GPUS_PER_PROCESS")
 
 
 def _require_int(name: str, value: object, minimum: int, hint: str) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise SpecError(f"{name} must be an integer >= {minimum}, got {value!r}", hint)
+    require_int(name, value, minimum, hint, error=SpecError)
 
 
 def _require_text(name: str, value: str, *, spaces: bool = True) -> None:
@@ -75,7 +74,7 @@ def format_walltime(seconds: int) -> str:
 
 @dataclass(frozen=True, kw_only=True)
 class Layout:
-    """N nodes, G GPUs per node, K GPUs per process (DESIGN.md, layout vocabulary)."""
+    """N nodes, G GPUs per node, K GPUs per process (docs/architecture.md, layout vocabulary)."""
 
     nodes: int = 1
     gpus_per_node: int = 1
@@ -106,6 +105,10 @@ class Layout:
     @property
     def total_gpus(self) -> int:
         return self.nodes * self.gpus_per_node
+
+    def env(self) -> dict[str, str]:
+        """What every rank is told about the layout (the contract's variables)."""
+        return contract.layout_env(self.nodes, self.gpus_per_node, self.gpus_per_process)
 
     @property
     def name(self) -> str:
@@ -175,10 +178,10 @@ class JobSpec:
     cpus_per_task: int | None = None
     mem: str | None = None  # per node, SLURM units: 64G, 500M, 0 = all of it
     exclusive: bool = False
-    output_dir: str = "hpcjax-logs"  # where the per-rank logs go (shared storage)
+    output_dir: str = contract.DEFAULT_OUTPUT_DIR  # where the per-rank logs go (shared storage)
     modules: tuple[str, ...] = ()  # `module load` arguments, in order
     env: tuple[tuple[str, str], ...] = ()  # exported before srun, in order
-    signal_grace_s: int = 120  # USR2 this long before the time limit, for checkpoints
+    signal_grace_s: int = contract.WARNING_GRACE_S  # the warning signal this long before the time limit
 
     def __post_init__(self) -> None:
         command = tuple(self.command)
@@ -219,7 +222,7 @@ def check_env_pair(key: str, value: str) -> None:
     if not isinstance(key, str) or not ENV_NAME.fullmatch(key):
         raise SpecError(f"invalid environment variable name {key!r}",
                         "names are letters, digits and _, not starting with a digit: --env KEY=VALUE")
-    if key in LAYOUT_ENV:
+    if key in contract.LAYOUT_ENV:
         raise SpecError(f"{key} is set by hpcjax itself from the layout",
                         "use --nodes, --gpus-per-node and --gpus-per-process instead")
     if not isinstance(value, str) or "\0" in value:

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
-from hpcjax.errors import UsageError
+from hpcjax.errors import ConfigError
+from hpcjax.train.config import STRATEGIES
 
-STRATEGIES = ("dp", "fsdp", "tp", "fsdp_tp")
 DATA, TENSOR = "data", "tensor"
 
 
@@ -56,14 +56,14 @@ SPECS["tp"] = SPECS["fsdp_tp"] = Specs(
 
 def mesh_shape(strategy: str, num_devices: int, tensor_size: int | None) -> tuple[int, int]:
     if strategy not in STRATEGIES:
-        raise UsageError(f"unknown strategy {strategy!r}", f"valid strategies: {', '.join(STRATEGIES)}")
+        raise ConfigError(f"unknown strategy {strategy!r}", f"valid values: {', '.join(STRATEGIES)}")
     if strategy in ("dp", "fsdp"):
         return num_devices, 1
     if strategy == "tp":
         return 1, num_devices
     t = tensor_size or (2 if num_devices % 2 == 0 and num_devices > 1 else 1)
     if num_devices % t:
-        raise UsageError(f"tensor size {t} does not divide the {num_devices} devices",
+        raise ConfigError(f"tensor size {t} does not divide the {num_devices} devices",
                          f"pick a divisor of {num_devices} for --tensor-size")
     return num_devices // t, t
 

@@ -5,36 +5,12 @@ directly in their shardings with jax.nn.initializers, as the cookbook does.
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass
-
 import jax
 import jax.numpy as jnp
 from jax.sharding import Mesh
 
-from hpcjax.shardings import Specs, named
-
-
-@dataclass(frozen=True, kw_only=True)
-class ModelConfig:
-    vocab: int = 256  # byte-level: every byte is a token
-    seq_len: int = 128  # tokens of context
-    d_model: int = 128  # width of the residual stream
-    heads: int = 8  # attention heads (tensor parallelism splits them)
-    layers: int = 2  # transformer blocks
-    d_ff: int = 512  # MLP hidden units
-
-    @property
-    def head_dim(self) -> int:
-        return self.d_model // self.heads
-
-    def matmul_params(self) -> int:
-        """Weights that take part in matrix multiplies (not embeddings' lookups, not norms)."""
-        per_layer = 3 * self.d_model * self.d_model + self.d_model * self.d_model + 2 * self.d_model * self.d_ff
-        return self.layers * per_layer + self.d_model * self.vocab
-
-    def flops_per_token(self) -> int:
-        """Training FLOPs per token: 6 per matmul weight, plus attention scores (PaLM, app. B)."""
-        return 6 * self.matmul_params() + 12 * self.layers * self.seq_len * self.d_model
+from hpcjax.train.config import ModelConfig
+from hpcjax.train.shardings import Specs, named
 
 
 def init_params(config: ModelConfig, specs: Specs, mesh: Mesh, key: jax.Array) -> dict:

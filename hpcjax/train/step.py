@@ -5,6 +5,9 @@ makes the host wait for the devices.
     from hpcjax.train import TrainConfig, train
     summary = train(TrainConfig(strategy="fsdp", steps=200))
 
+This module holds the pieces of one step (optimizer, schedule, the jitted step,
+batches); `loop` runs them.
+
 Optimizer: optax's clip_by_global_norm + scale_by_adam + add_decayed_weights
 (AdamW with decoupled decay, masked off vectors), scaled by a learning rate the
 host computes with NumPy and passes in. optax rather than a tree-mapped Adam of
@@ -15,7 +18,6 @@ shardings with optax.tree_map_params.
 from __future__ import annotations
 
 import signal
-from dataclasses import dataclass, field
 
 import jax
 import jax.numpy as jnp
@@ -23,32 +25,8 @@ import numpy as np
 import optax
 from jax.sharding import PartitionSpec as P
 
-from hpcjax import data, model, shardings
-from hpcjax.errors import UsageError
-
-
-@dataclass(frozen=True, kw_only=True)
-class TrainConfig:
-    model: model.ModelConfig = field(default_factory=model.ModelConfig)
-    strategy: str = "fsdp"  # dp | fsdp | tp | fsdp_tp
-    tensor_size: int | None = None  # fsdp_tp: devices on the "tensor" axis (default 2)
-    steps: int = 200  # optimizer steps in all (a resumed run continues to this)
-    batch_size: int = 32  # sequences per optimizer step, over all processes
-    accum_steps: int = 1  # micro-batches per step (gradient accumulation)
-    learning_rate: float = 3e-3  # peak, after warmup
-    warmup_steps: int = 20  # linear warmup, then cosine decay
-    min_lr_ratio: float = 0.1  # the cosine ends at this fraction of the peak
-    weight_decay: float = 0.1  # AdamW's decoupled decay, matrices only
-    clip_norm: float = 1.0  # global gradient-norm clip
-    bf16: bool = False  # compute in bfloat16, keep float32 master weights
-    seed: int = 0  # parameters and data order
-    run_dir: str = "hpcjax-run"  # checkpoints and metrics.jsonl (shared storage on a cluster)
-    checkpoint_every: int = 50  # steps between checkpoints; 0 = never
-    eval_batches: int = 4  # validation batches of batch_size sequences at the end
-    log_every: int = 10  # steps between progress lines
-    corpus_bytes: int = 4 << 20  # bytes of standard-library source to train on
-    peak_tflops: float = 312.0  # per device, for MFU (A100 bfloat16 dense)
-    stop_after: int | None = None  # stop after this many steps in this run, as if preempted
+from hpcjax.train import data, model, shardings
+from hpcjax.train.config import TrainConfig
 
 
 def learning_rate(cfg: TrainConfig, step: int) -> float:
@@ -66,35 +44,13 @@ def make_optimizer(cfg: TrainConfig) -> optax.GradientTransformation:
                        optax.add_decayed_weights(cfg.weight_decay, mask=matrices_only))
 
 
-def check_config(cfg: TrainConfig, mesh) -> None:
-    data_size, tensor_size = mesh.shape[shardings.DATA], mesh.shape[shardings.TENSOR]
-    m = cfg.model
-    problems = [
-        (cfg.batch_size % cfg.accum_steps == 0, f"--batch-size {cfg.batch_size} must be a multiple of "
-                                                f"--accum-steps {cfg.accum_steps}"),
-        ((cfg.batch_size // max(1, cfg.accum_steps)) % data_size == 0,
-         f"each micro-batch ({cfg.batch_size // max(1, cfg.accum_steps)} sequences) must split evenly over "
-         f"the {data_size} devices of the data axis"),
-        (m.heads % tensor_size == 0 and m.d_ff % tensor_size == 0 and m.d_model % tensor_size == 0,
-         f"--heads {m.heads}, --d-ff {m.d_ff} and --d-model {m.d_model} must split over {tensor_size} "
-         "tensor-parallel devices"),
-        (m.d_model % data_size == 0 or cfg.strategy == "dp",
-         f"--d-model {m.d_model} must split over the {data_size} devices FSDP shards over"),
-        (m.d_model % m.heads == 0, f"--d-model {m.d_model} must be a multiple of --heads {m.heads}"),
-    ]
-    for ok, message in problems:
-        if not ok:
-            raise UsageError(message, f"the mesh for {cfg.strategy} on {mesh.size} devices is "
-                                      f"{data_size} (data) x {tensor_size} (tensor)")
-
-
 class Trainer:
     """The pieces a run needs, built once: mesh, specs, optimizer, jitted step and eval."""
 
     def __init__(self, cfg: TrainConfig) -> None:
         self.cfg = cfg
         self.mesh = shardings.make_mesh(cfg.strategy, jax.devices(), cfg.tensor_size)
-        check_config(cfg, self.mesh)
+        cfg.check_mesh(self.mesh.shape[shardings.DATA], self.mesh.shape[shardings.TENSOR])
         self.specs = shardings.SPECS[cfg.strategy]
         self.optimizer = make_optimizer(cfg)
         self.dtype = jnp.bfloat16 if cfg.bf16 else jnp.float32

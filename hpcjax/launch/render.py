@@ -8,25 +8,20 @@ from pathlib import Path
 
 import jinja2
 
-from hpcjax import __version__
-from hpcjax.spec import JobSpec
+from hpcjax import __version__, contract
+from hpcjax.launch.spec import JobSpec
 
 TEMPLATE = "sbatch.sh.j2"
-# Log names carry the job id and the rank (SLURM fills %j and %t) so `hpcjax logs`
-# finds each rank's file. Not the host (%N): it is the machine's hostname, which
-# need not be the SLURM node name.
-BATCH_LOG = "{dir}/%j-batch.log"
-RANK_LOG = "{dir}/%j-rank%t.log"
 
 
 def template_dir() -> Path:
     """Inside a wheel the templates are the package hpcjax/templates; in a source
     checkout they are the top-level templates/ beside hpcjax/."""
-    here = Path(__file__).resolve().parent
-    for candidate in (here / "templates", here.parent / "templates"):
+    package = Path(__file__).resolve().parent.parent  # hpcjax/
+    for candidate in (package / "templates", package.parent / "templates"):
         if (candidate / TEMPLATE).is_file():
             return candidate
-    raise FileNotFoundError(f"{TEMPLATE} not found beside {here}; reinstall hpcjax")
+    raise FileNotFoundError(f"{TEMPLATE} not found beside {package}; reinstall hpcjax")
 
 
 @lru_cache(maxsize=1)
@@ -59,8 +54,10 @@ def render_sbatch(spec: JobSpec) -> str:
         layout=spec.layout,
         container=spec.container,
         image=image_word(spec),
-        batch_log=BATCH_LOG.format(dir=spec.output_dir),
-        rank_log=RANK_LOG.format(dir=spec.output_dir),
+        layout_env=spec.layout.env(),
+        batch_log=contract.batch_log_pattern(spec.output_dir),
+        rank_log=contract.rank_log_pattern(spec.output_dir),
+        warning_signal=contract.WARNING_SIGNAL,
         version=__version__,
     )
 

@@ -1,0 +1,118 @@
+"""The verbs about jobs: render, submit, status, logs, cancel. They build a spec
+or find a job, then use only the Run handle (hpcjax.launch), whatever the backend."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from hpcjax.cli.options import add_backend_option, add_job_options, spec_from_args, write_atomically
+
+
+def cmd_render(args: argparse.Namespace, command: list[str]) -> int:
+    from hpcjax.launch.render import render_sbatch
+
+    spec = spec_from_args(args, command)
+    text = render_sbatch(spec)
+    if args.output is None:
+        sys.stdout.write(text)
+        return 0
+    write_atomically(Path(args.output), text)
+    Path(spec.output_dir).mkdir(parents=True, exist_ok=True)  # sbatch needs it to exist
+    print(f"wrote {args.output} ({spec.layout.name}); submit it with: sbatch {args.output}", file=sys.stderr)
+    return 0
+
+
+def follow(run) -> int:
+    """Wait for a run, print its failure report, return its exit code. Ctrl-C never
+    leaves the user guessing: a SLURM job keeps running (say how to follow or cancel
+    it); the local backend's processes are this process's children, so they stop."""
+    try:
+        outcome = run.wait()
+    except KeyboardInterrupt:
+        if run.backend == "local":
+            run.cancel()
+            print(f"\ninterrupted: stopped every process of local job {run.job_id}", file=sys.stderr)
+        else:
+            print(f"\ninterrupted: job {run.job_id} keeps running on the cluster; follow it with "
+                  f"`hpcjax status {run.job_id}` and `hpcjax logs {run.job_id}`, or stop it with "
+                  f"`hpcjax cancel {run.job_id}`", file=sys.stderr)
+        return 130
+    if not outcome.ok:
+        print(outcome.report(), file=sys.stderr)
+    return outcome.exit_code
+
+
+def cmd_submit(args: argparse.Namespace, command: list[str]) -> int:
+    from hpcjax import launch
+
+    spec = spec_from_args(args, command)
+    if args.dry_run:
+        from hpcjax.launch.render import render_sbatch
+        print(f"dry run: would submit {spec.layout.name} with this script:", file=sys.stderr)
+        sys.stdout.write(render_sbatch(spec))
+        return 0
+    run = launch.submit(spec, args.backend)
+    print(run.job_id, flush=True)
+    if not args.wait and run.backend == "slurm":
+        return 0
+    return follow(run)
+
+
+def cmd_status(args: argparse.Namespace, command: list[str]) -> int:
+    from hpcjax.launch import attach
+
+    run = attach(args.job_id)
+    if args.json:
+        print(json.dumps(run.as_dict(), indent=2))
+    else:
+        print(run.describe())
+    return 0
+
+
+def cmd_logs(args: argparse.Namespace, command: list[str]) -> int:
+    from hpcjax.launch import attach
+
+    sys.stdout.write(attach(args.job_id).logs(rank=args.rank, tail=args.tail))
+    return 0
+
+
+def cmd_cancel(args: argparse.Namespace, command: list[str]) -> int:
+    from hpcjax.launch import attach
+
+    attach(args.job_id).cancel()
+    print(f"cancelled job {args.job_id}", file=sys.stderr)
+    return 0
+
+
+def add_job_verbs(sub) -> None:
+    render = sub.add_parser("render", help="print the sbatch script for a job: render [options] -- CMD...")
+    add_job_options(render)
+    render.add_argument("-o", "--output", help="write the script to this file instead of stdout")
+    render.set_defaults(run=cmd_render, takes_command=True)
+
+    submit = sub.add_parser("submit", help="submit a job: submit [options] -- CMD...")
+    add_job_options(submit)
+    submit.add_argument("--wait", action="store_true",
+                        help="wait and exit with the job's outcome (the local backend always waits: its "
+                             "ranks are this process's children)")
+    submit.add_argument("--dry-run", action="store_true", help="show what would be submitted")
+    add_backend_option(submit)
+    submit.set_defaults(run=cmd_submit, takes_command=True)
+
+    status = sub.add_parser("status", help="state of a job (finished jobs too)")
+    status.add_argument("job_id")
+    status.add_argument("--json", action="store_true")
+    status.set_defaults(run=cmd_status, takes_command=False)
+
+    logs = sub.add_parser("logs", help="per-rank output of a job")
+    logs.add_argument("job_id")
+    logs.add_argument("--rank", type=int, help="only this rank")
+    logs.add_argument("--tail", type=int, help="only the last N lines of each rank")
+    logs.set_defaults(run=cmd_logs, takes_command=False)
+
+    cancel = sub.add_parser("cancel", help="cancel a job")
+    cancel.add_argument("job_id")
+    cancel.set_defaults(run=cmd_cancel, takes_command=False)

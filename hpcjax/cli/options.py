@@ -1,0 +1,129 @@
+"""What the verbs share: the house error format for argparse, the job options
+(named after sbatch's) and the spec they build, sizes, atomic writes."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import tempfile
+from pathlib import Path
+
+from hpcjax.contract import DEFAULT_OUTPUT_DIR
+from hpcjax.errors import UsageError
+from hpcjax.launch.spec import Container, JobSpec, Layout, parse_env_assignment
+
+SIZE = re.compile(r"(\d+)([KMG]?)", re.IGNORECASE)
+# Options whose value may itself start with "--" (`--container-flag --cleanenv`);
+# argparse would take such a value for an option of its own.
+DASHED_VALUES = ("--container-flag",)
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse with the house error format: `error: ...`, blank line, `hint: ...`, exit 2."""
+
+    def error(self, message: str):  # type: ignore[override]
+        raise UsageError(message, f"see `{self.prog} --help`")
+
+
+def join_dashed_values(argv: list[str]) -> list[str]:
+    """`--container-flag --cleanenv` -> `--container-flag=--cleanenv`, so argparse reads it as a value."""
+    out, i = [], 0
+    while i < len(argv):
+        if argv[i] in DASHED_VALUES and i + 1 < len(argv):
+            out.append(f"{argv[i]}={argv[i + 1]}")
+            i += 2
+        else:
+            out.append(argv[i])
+            i += 1
+    return out
+
+
+def add_layout_options(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("layout")
+    group.add_argument("--nodes", type=int, default=1, help="number of nodes (N)")
+    group.add_argument("--gpus-per-node", type=int, default=1, help="GPUs on each node (G)")
+    group.add_argument("--gpus-per-process", type=int, default=1,
+                       help="GPUs each process owns (K): 1 = one process per GPU, G = one process per node")
+
+
+def add_job_options(parser: argparse.ArgumentParser, job_name: str = "hpcjax", time: str = "01:00:00") -> None:
+    """The options of render, submit and smoke, named after sbatch's."""
+    add_layout_options(parser)
+    job = parser.add_argument_group("job (named after sbatch's options)")
+    job.add_argument("--time", default=time, help=f"walltime, as sbatch takes it (default {time})")
+    job.add_argument("--job-name", default=job_name)
+    job.add_argument("--partition")
+    job.add_argument("--account")
+    job.add_argument("--qos")
+    job.add_argument("--constraint", help="node features, e.g. a100")
+    job.add_argument("--cpus-per-task", type=int)
+    job.add_argument("--mem", help="memory per node, e.g. 64G")
+    job.add_argument("--exclusive", action="store_true")
+    job.add_argument("--output-dir", default=DEFAULT_OUTPUT_DIR,
+                     help=f"directory of the per-rank logs (default: {DEFAULT_OUTPUT_DIR})")
+    job.add_argument("--module", action="append", default=[], metavar="NAME",
+                     help="`module load NAME` before launching (repeatable)")
+    job.add_argument("--env", action="append", default=[], metavar="KEY=VALUE",
+                     help="export KEY=VALUE to every rank (repeatable)")
+    box = parser.add_argument_group("container")
+    box.add_argument("--image", help="container image: a .sif path, a URI, or $VAR set by a module")
+    box.add_argument("--runtime", help="apptainer, singularity or none (default: apptainer with --image, else none)")
+    box.add_argument("--bind", action="append", default=[], metavar="SRC[:DST]",
+                     help="bind mount into the container (repeatable)")
+    box.add_argument("--container-flag", action="append", default=[], metavar="FLAG",
+                     help="extra argument to `<runtime> exec`, e.g. --container-flag --cleanenv (repeatable)")
+
+
+def add_backend_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--backend", default="auto",
+                        help="slurm, local (this machine's CPU), or auto: slurm when sbatch exists")
+
+
+def spec_from_args(args: argparse.Namespace, command: list[str]) -> JobSpec:
+    runtime = args.runtime or ("apptainer" if args.image else "none")
+    return JobSpec(
+        command=tuple(command),
+        layout=Layout(nodes=args.nodes, gpus_per_node=args.gpus_per_node, gpus_per_process=args.gpus_per_process),
+        container=Container(runtime=runtime, image=args.image, binds=tuple(args.bind),
+                            flags=tuple(args.container_flag)),
+        time=args.time, job_name=args.job_name, partition=args.partition,
+        account=args.account, qos=args.qos, constraint=args.constraint,
+        cpus_per_task=args.cpus_per_task, mem=args.mem, exclusive=args.exclusive,
+        output_dir=args.output_dir, modules=tuple(args.module),
+        env=tuple(parse_env_assignment(e) for e in args.env),
+    )
+
+
+def write_atomically(path: Path, text: str) -> None:
+    """Write text to path in one step: a reader never sees half a script."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "w") as handle:
+            handle.write(text)
+        os.chmod(tmp, 0o755)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def parse_size(text: str) -> int:
+    match = SIZE.fullmatch(text.strip())
+    if not match or int(match[1]) <= 0:
+        raise UsageError(f"malformed size {text!r}", "sizes are bytes with an optional K, M or G: 4K, 64M")
+    return int(match[1]) * {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}[match[2].upper()]
+
+
+def parse_sizes(text: str) -> tuple[int, ...]:
+    """'4K:64M' = every power of 4 from 4 KiB to 64 MiB; '4K,1M' = exactly those."""
+    if ":" in text:
+        low, high = (parse_size(part) for part in text.split(":", 1))
+        if high < low:
+            raise UsageError(f"size range {text!r} runs backwards", "write MIN:MAX, e.g. 4K:64M")
+        sizes = [low]
+        while sizes[-1] * 4 <= high:
+            sizes.append(sizes[-1] * 4)
+        return tuple(sizes)
+    return tuple(parse_size(part) for part in text.split(","))

@@ -1,0 +1,62 @@
+"""The verbs that run on a rank: `env` (what the mapping derives here, and why)
+and `check` (prove the layout inside a job step). JAX is imported only by the
+commands that initialize it; nothing here needs more than JAX and NumPy."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+from hpcjax.cli.options import parse_sizes
+from hpcjax.contract import ALL_CHECKS
+
+
+def cmd_env(args: argparse.Namespace, command: list[str]) -> int:
+    from hpcjax.rank.mapping import resolve
+    from hpcjax.rank.runtime import detect_gpu, init_timeout_s
+
+    denv = resolve(os.environ, gpu_available=detect_gpu())
+    if args.json:
+        print(json.dumps({**denv.as_dict(), "init_timeout_s": init_timeout_s()}, indent=2))
+    else:
+        print(denv.explain())
+        print(f"{'init timeout':<20} {init_timeout_s()} s")
+    return 0
+
+
+def cmd_check(args: argparse.Namespace, command: list[str]) -> int:
+    sizes = parse_sizes(args.sizes) if args.sizes else None  # a bad value is refused before JAX starts
+    from hpcjax.rank import checks
+    from hpcjax.rank.runtime import initialize
+
+    denv = initialize()
+    names = list(ALL_CHECKS) + (["bandwidth"] if args.bandwidth else []) if args.which == "all" else [args.which]
+    run = {"devices": checks.check_devices, "allreduce": checks.check_allreduce,
+           "bandwidth": lambda d: checks.check_bandwidth(d, sizes=sizes or checks.DEFAULT_SIZES, iters=args.iters)}
+    ok = True
+    for name in names:
+        report = run[name](denv)
+        ok = ok and report["ok"]
+        if args.json:
+            print(json.dumps(report), flush=True)
+            print(checks.format_report(report), file=sys.stderr, flush=True)
+        else:
+            print(checks.format_report(report), flush=True)
+    return 0 if ok else 1
+
+
+def add_rank_verbs(sub) -> None:
+    env = sub.add_parser("env", help="what the runtime derives here, and why (initializes nothing)")
+    env.add_argument("--json", action="store_true")
+    env.set_defaults(run=cmd_env, takes_command=False)
+
+    check = sub.add_parser("check", help="run on every rank of a job step: prove the layout works")
+    check.add_argument("which", choices=["devices", "allreduce", "bandwidth", "all"])
+    check.add_argument("--json", action="store_true", help="one JSON line per check on stdout")
+    check.add_argument("--bandwidth", action="store_true", help="with `all`: add the bandwidth sweep")
+    check.add_argument("--sizes", help="bandwidth message sizes per device: MIN:MAX in powers of 4 "
+                                       "(default 4K:64M) or a list 4K,1M")
+    check.add_argument("--iters", type=int, default=5, help="timed iterations per size")
+    check.set_defaults(run=cmd_check, takes_command=False)

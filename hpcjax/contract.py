@@ -1,0 +1,80 @@
+"""The contract between a job's script and its ranks, in one place.
+
+The login side writes it (the rendered sbatch script, the local backend) and
+the rank side and the job followers read it (the mapping, log readers, failure
+reports). Every name both sides must agree on is spelled here and nowhere
+else; the template receives these values from the renderer. Standard library
+only: this module is imported in every room, including inside bare JAX images.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+# The layout, exported to every rank: N nodes, G GPUs per node, K GPUs per process.
+NODES_ENV = "HPCJAX_NODES"
+GPUS_PER_NODE_ENV = "HPCJAX_GPUS_PER_NODE"
+GPUS_PER_PROCESS_ENV = "HPCJAX_GPUS_PER_PROCESS"
+LAYOUT_ENV = (NODES_ENV, GPUS_PER_NODE_ENV, GPUS_PER_PROCESS_ENV)
+# Set by the local backend: its ranks run on the CPU, and name the node they emulate.
+PLATFORM_ENV = "HPCJAX_PLATFORM"
+NODE_NAME_ENV = "HPCJAX_NODE_NAME"
+
+DEFAULT_OUTPUT_DIR = "hpcjax-logs"  # per-rank logs, relative to the job's working directory
+DEFAULT_RUN_DIR = "hpcjax-run"  # checkpoints and metrics of `hpcjax train`
+
+# Log names carry the job id and the rank (SLURM fills %j and %t) so the logs of
+# a job can be found from its id alone. Not the host (%N): that is the machine's
+# hostname, which need not be the SLURM node name.
+BATCH_LOG = "%j-batch.log"
+RANK_LOG = "%j-rank%t.log"
+
+# The signal SLURM sends before preemption or the time limit (`#SBATCH --signal`).
+# Not USR1: NCCL uses it. submitit uses USR2 too.
+WARNING_SIGNAL = "USR2"
+WARNING_GRACE_S = 120
+
+# What `hpcjax check all` runs; the smoke verdict expects a report of each.
+ALL_CHECKS = ("devices", "allreduce")
+
+
+def layout_env(nodes: int, gpus_per_node: int, gpus_per_process: int) -> dict[str, str]:
+    """The variables that tell every rank the layout hpcjax rendered."""
+    return {NODES_ENV: str(nodes), GPUS_PER_NODE_ENV: str(gpus_per_node),
+            GPUS_PER_PROCESS_ENV: str(gpus_per_process)}
+
+
+def batch_log_pattern(directory: str) -> str:
+    """The batch log as sbatch's --output takes it (SLURM fills %j)."""
+    return f"{directory}/{BATCH_LOG}"
+
+
+def rank_log_pattern(directory: str) -> str:
+    """A rank's log as srun's --output takes it (SLURM fills %j and %t)."""
+    return f"{directory}/{RANK_LOG}"
+
+
+def batch_log_path(directory: str | Path, job_id: str) -> Path:
+    return Path(directory) / BATCH_LOG.replace("%j", str(job_id))
+
+
+def rank_log_path(directory: str | Path, job_id: str, rank: int) -> Path:
+    return Path(directory) / RANK_LOG.replace("%j", str(job_id)).replace("%t", str(rank))
+
+
+def rank_of_log(name: str, job_id: str) -> int | None:
+    """The rank a log file name belongs to, or None if it is not a rank log of job_id."""
+    pattern = re.escape(RANK_LOG).replace("%j", re.escape(str(job_id))).replace("%t", r"(\d+)")
+    match = re.fullmatch(pattern, name)
+    return int(match.group(1)) if match else None
+
+
+def local_node_name(rank: int, tasks_per_node: int) -> str:
+    """The node a rank of the local backend stands for: block placement, as srun's."""
+    return f"local{rank // tasks_per_node}"
+
+
+def clamp_exit_code(code: int | None) -> int:
+    """A process exit status a shell can return: codes outside 1..255 (signals, None) become 1."""
+    return code if code is not None and 0 < code < 256 else 1

@@ -1,0 +1,60 @@
+"""What runs on the login node (or a laptop): the job spec, the rendered script,
+the backends that run it, and the Run handle that follows it. Never imports JAX,
+so it starts at once.
+
+    from hpcjax.launch import submit, attach
+    run = submit(spec)                 # backend "auto": SLURM where sbatch exists, else this machine
+    outcome = run.wait()               # Outcome: state, exit code, failed ranks with host and log tail
+    attach("1234").logs(rank=3)        # a job submitted earlier, from its id
+
+Modules: spec -> render -> (slurm | local) -> run/outcome; slurmctl asks SLURM
+about jobs, records remembers what hpcjax submitted, smoke reads the checks'
+verdicts, examples renders slurm/.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+
+from hpcjax.errors import UsageError
+
+BACKENDS = ("auto", "slurm", "local")
+
+
+def choose_backend(name: str | None = "auto", *, quiet: bool = False) -> str:
+    """'slurm' or 'local': 'auto' is SLURM where `sbatch` exists, else this machine's CPU."""
+    name = name or "auto"
+    if name not in BACKENDS:
+        raise UsageError(f"unknown backend {name!r}", f"valid backends: {', '.join(BACKENDS)}")
+    if name != "auto":
+        return name
+    if shutil.which("sbatch"):
+        return "slurm"
+    if not quiet:
+        print("no SLURM on this machine (no `sbatch`): running locally on this machine's CPU, "
+              "GPUs emulated as CPU devices", file=sys.stderr)
+    return "local"
+
+
+def submit(spec, backend: str | None = "auto"):
+    """Run spec on the chosen backend; return its Run handle."""
+    if choose_backend(backend) == "slurm":
+        from hpcjax.launch import slurm
+        return slurm.submit(spec)
+    from hpcjax.launch import local
+    return local.submit(spec)
+
+
+def attach(job_id: str):
+    """The Run of a job submitted earlier, from its id: hpcjax's record says which
+    backend ran it; a job without a record is a SLURM job (plain sbatch)."""
+    from hpcjax.launch import records
+    from hpcjax.launch.slurmctl import check_job_id
+
+    record = records.load(check_job_id(job_id))
+    if record and record.get("backend") == "local":
+        from hpcjax.launch.local import LocalRun
+        return LocalRun.attach(str(job_id), record)
+    from hpcjax.launch.slurm import SlurmRun
+    return SlurmRun.attach(str(job_id), record)

@@ -1,0 +1,134 @@
+"""How a job ended, and who caused it: one analysis for every backend.
+
+A backend reports what it saw as task events (ranks, host, what happened, and
+whether it happened before the launcher began stopping the others); `analyze`
+turns them into an Outcome: the job's state, the exit code to return, the ranks
+that failed by themselves with their host, reason and log tail, and the ranks
+that were stopped after them.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from hpcjax.contract import clamp_exit_code
+from hpcjax.errors import JobFailed
+
+LOG_TAIL_LINES = 20
+# SLURM's words for a job that has ended; the local backend uses the same.
+FINISHED_STATES = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL",
+                   "PREEMPTED", "BOOT_FAIL", "DEADLINE"}
+# srun's own report of a task that ended badly, in the batch log, e.g.
+# "srun: error: node2: task 5: Exited with exit code 3" or "tasks 0-3: Killed".
+SRUN_TASK_ERROR = re.compile(r"srun: error: (?P<host>\S+): tasks? (?P<tasks>[\d,\-]+): (?P<what>.+)")
+SRUN_TERMINATING = "Terminating StepId"  # srun's line when it starts stopping the other ranks
+EXITED = re.compile(r"Exited with exit code (\d+)")
+STOPPED_WORDS = ("Killed", "Terminated")  # what a rank stopped by its launcher reports
+
+
+@dataclass(frozen=True)
+class TaskEvent:
+    ranks: tuple[int, ...]
+    host: str
+    what: str  # srun's words: "Exited with exit code 3", "Killed", "Terminated", ...
+    before_stop: bool  # reported before the launcher began stopping the other ranks
+
+
+@dataclass(frozen=True)
+class RankFailure:
+    rank: int
+    host: str
+    reason: str
+    log: str  # path of the rank's log
+    log_tail: str
+
+    def describe(self) -> str:
+        text = f"rank {self.rank} on {self.host} failed: {self.reason}"
+        if self.log_tail:
+            text += f"\n--- last lines of {self.log}:\n{self.log_tail.rstrip()}"
+        return text
+
+
+@dataclass(frozen=True)
+class Outcome:
+    job_id: str
+    state: str  # SLURM's words: COMPLETED, FAILED, CANCELLED, TIMEOUT, ...
+    exit_code: int  # what a shell should return for this job: 0 only when COMPLETED
+    failed: tuple[RankFailure, ...] = ()  # the ranks that failed by themselves, first first
+    stopped: tuple[int, ...] = ()  # the ranks the launcher stopped after the failure
+    stopped_by: str = "srun"
+    note: str = ""  # what there is to say when no rank reported anything
+
+    @property
+    def ok(self) -> bool:
+        return self.state == "COMPLETED"
+
+    def as_dict(self) -> dict:
+        return {**asdict(self), "ok": self.ok}
+
+    def raise_if_failed(self) -> "Outcome":
+        """For Python callers: the outcome if the job completed, else JobFailed with the report."""
+        if not self.ok:
+            raise JobFailed(self.report(), f"hpcjax logs {self.job_id}")
+        return self
+
+    def report(self) -> str:
+        """What a person reads when the job did not complete."""
+        if self.ok:
+            return f"job {self.job_id} COMPLETED"
+        lines = [f"job {self.job_id} ended {self.state} (exit code {self.exit_code})"]
+        lines += [failure.describe() for failure in self.failed]
+        if self.stopped:
+            lines.append(f"ranks stopped by {self.stopped_by} after the failure: "
+                         f"{', '.join(map(str, self.stopped))}")
+        if self.note:
+            lines.append(self.note)
+        return "\n".join(lines)
+
+
+def tail_lines(text: str, count: int | None) -> str:
+    if count is None:
+        return text
+    lines = text.splitlines(keepends=True)
+    return "".join(lines[-count:]) if count > 0 else ""
+
+
+def read_tail(path: Path, count: int = LOG_TAIL_LINES) -> str:
+    return tail_lines(path.read_text(errors="replace"), count) if path.is_file() else ""
+
+
+def srun_events(batch_log: str) -> list[TaskEvent]:
+    """srun's reports of failed tasks in a batch log, in order, each marked whether it
+    came before srun began terminating the step (--kill-on-bad-exit)."""
+    cause_part = batch_log.split(SRUN_TERMINATING, 1)[0]
+    events = []
+    for match in SRUN_TASK_ERROR.finditer(batch_log):
+        ranks = []
+        for part in match["tasks"].split(","):
+            first, _, last = part.partition("-")
+            ranks.extend(range(int(first), int(last or first) + 1))
+        events.append(TaskEvent(tuple(ranks), match["host"], match["what"].strip(),
+                                before_stop=match.start() < len(cause_part)))
+    return events
+
+
+def analyze(job_id: str, state: str, events: list[TaskEvent], rank_log, *, job_exit_code: int = 0,
+            stopped_by: str = "srun", note: str = "") -> Outcome:
+    """The Outcome of a finished job. `rank_log(rank)` is the path of a rank's log."""
+    if state == "COMPLETED":
+        return Outcome(job_id=job_id, state=state, exit_code=0, stopped_by=stopped_by)
+    # The cause: what was reported before the launcher stopped anyone; failing that,
+    # whatever is not a stop. A job that was only stopped (cancelled, timed out) has no
+    # failed rank: its ranks are all "stopped".
+    own = [e for e in events if e.before_stop] or \
+          [e for e in events if not e.what.startswith(STOPPED_WORDS)]
+    failed = tuple(RankFailure(rank, e.host, e.what, str(rank_log(rank)), read_tail(rank_log(rank)))
+                   for e in own for rank in e.ranks)
+    blamed = {f.rank for f in failed}
+    stopped = tuple(sorted({r for e in events if e not in own for r in e.ranks} - blamed))
+    codes = [int(m[1]) for e in own if (m := EXITED.fullmatch(e.what)) and 0 < int(m[1]) < 256]
+    exit_code = codes[0] if codes else clamp_exit_code(job_exit_code)
+    return Outcome(job_id=job_id, state=state, exit_code=exit_code, failed=failed, stopped=stopped,
+                   stopped_by=stopped_by, note="" if failed else note)

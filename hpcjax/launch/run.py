@@ -1,0 +1,115 @@
+"""The handle of a submitted job, the same for every backend.
+
+    run = hpcjax.launch.submit(spec)      # SLURM, or this machine's CPU
+    run.job_id; run.state(); run.logs(rank=3, tail=20); run.cancel()
+    outcome = run.wait()                  # progress on stderr; an Outcome at the end
+    outcome.ok, outcome.exit_code, outcome.failed[0].rank, outcome.failed[0].host
+
+A backend implements `poll` (state now, and a line to show), `cancel`,
+`_finish` (its Outcome) and `hosts`; waiting, logs and the progress lines are
+written here once.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+from hpcjax.contract import rank_of_log
+from hpcjax.errors import HpcjaxError, UsageError
+from hpcjax.launch.outcome import FINISHED_STATES, Outcome, tail_lines
+
+STILL_EVERY_S = 30.0  # while nothing changes, say so this often
+
+
+def say(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+class Run:
+    backend = "?"
+    poll_s = 2.0
+
+    def __init__(self, job_id: str, log_dir: Path, num_ranks: int) -> None:
+        self.job_id, self.log_dir, self.num_ranks = str(job_id), Path(log_dir), num_ranks
+        self._outcome: Outcome | None = None
+
+    # --- what each backend provides -------------------------------------------------
+    def poll(self) -> tuple[str, str]:
+        """(state, a line describing it) as of now."""
+        raise NotImplementedError
+
+    def cancel(self) -> None:
+        raise NotImplementedError
+
+    def hosts(self) -> dict[int, str]:
+        """rank -> the node it ran on, where known."""
+        raise NotImplementedError
+
+    def _finish(self, state: str) -> Outcome:
+        raise NotImplementedError
+
+    def describe(self) -> str:
+        """The state for `hpcjax status`."""
+        return f"job {self.job_id} ({self.backend}): {self.state()}"
+
+    def as_dict(self) -> dict:
+        return {"job_id": self.job_id, "backend": self.backend, "state": self.state()}
+
+    # --- the same for every backend ---------------------------------------------------
+    def state(self) -> str:
+        return self.poll()[0]
+
+    @property
+    def outcome(self) -> Outcome | None:
+        """How the job ended (None while it runs)."""
+        if self._outcome is None:
+            state = self.state()
+            if state in FINISHED_STATES:
+                self._outcome = self._finish(state)
+        return self._outcome
+
+    def wait(self, *, progress: bool = True) -> Outcome:
+        """Follow the job to its end, a line on stderr for each change of state (and every
+        30 s while nothing changes); return its Outcome."""
+        last, last_print, started = None, 0.0, time.monotonic()
+        while True:
+            state, shown = self.poll()
+            now = time.monotonic()
+            if progress and (shown != last or now - last_print >= STILL_EVERY_S):
+                still = "still " if shown == last else ""
+                say(f"job {self.job_id}: {still}{shown}  [{now - started:.0f}s]")
+                last, last_print = shown, now
+            if state in FINISHED_STATES:
+                self._outcome = self._outcome or self._finish(state)
+                return self._outcome
+            time.sleep(self.poll_s)
+
+    def rank_logs(self) -> dict[int, Path]:
+        """Every rank's log file that exists, by rank."""
+        found = {}
+        if self.log_dir.is_dir():
+            for path in self.log_dir.glob(f"{self.job_id}-*"):
+                rank = rank_of_log(path.name, self.job_id)
+                if rank is not None:
+                    found[rank] = path
+        return dict(sorted(found.items()))
+
+    def logs(self, rank: int | None = None, tail: int | None = None) -> str:
+        """One rank's log as it is, or every rank's with lines prefixed `[rank R host] `."""
+        logs = self.rank_logs()
+        if not logs:
+            raise HpcjaxError(f"no rank logs of job {self.job_id} in {self.log_dir}",
+                              f"the job may not have started yet: see `hpcjax status {self.job_id}`")
+        if rank is not None:
+            if rank not in logs:
+                raise UsageError(f"job {self.job_id} has no log for rank {rank}",
+                                 f"ranks with logs: {', '.join(map(str, logs))}")
+            return tail_lines(logs[rank].read_text(errors="replace"), tail)
+        hosts = self.hosts()
+        out = []
+        for r, path in logs.items():
+            prefix = f"[rank {r} {hosts.get(r, '?')}] "
+            out += [prefix + line + "\n" for line in tail_lines(path.read_text(errors="replace"), tail).splitlines()]
+        return "".join(out)

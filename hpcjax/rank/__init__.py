@@ -1,0 +1,20 @@
+"""What runs on every rank: map the environment (`mapping`, with one reader per
+launcher in `launchers` and hostlists in `nodelist`), hold the roll call
+(`rendezvous`), initialize JAX (`runtime`), prove the layout (`checks`).
+
+Imports nothing but the standard library, JAX and NumPy (and hpcjax's own
+`errors` and `contract`), so it works inside any JAX image. Never imports the
+launch side.
+
+    from hpcjax.rank import initialize
+    denv = initialize()   # first thing in a training script
+"""
+
+__all__ = ["initialize"]
+
+
+def __getattr__(name: str):
+    if name == "initialize":  # imports JAX only when asked for
+        from hpcjax.rank.runtime import initialize
+        return initialize
+    raise AttributeError(f"module 'hpcjax.rank' has no attribute {name!r}")

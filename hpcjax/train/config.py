@@ -1,0 +1,128 @@
+"""What a training run is: the model's shape and the run's settings, as frozen,
+keyword-only dataclasses that validate themselves like the job spec does.
+
+Importing this module does not import JAX, so the CLI and the Python API refuse
+a bad configuration at once, before JAX starts or anything is submitted. The
+checks that need the mesh (does the batch split over the data axis?) are in
+`TrainConfig.check_mesh`, which the trainer calls once the devices are known.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from hpcjax.contract import DEFAULT_RUN_DIR
+from hpcjax.errors import ConfigError
+from hpcjax.validate import require_choice, require_int, require_number
+
+STRATEGIES = ("dp", "fsdp", "tp", "fsdp_tp")
+
+
+def _option(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def _positive(config, names: tuple[str, ...], minimum: int = 1) -> None:
+    for name in names:
+        require_int(name, getattr(config, name), minimum, f"set {_option(name)} (see `hpcjax train --help`)",
+                    error=ConfigError)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ModelConfig:
+    vocab: int = 256  # byte-level: every byte is a token
+    seq_len: int = 128  # tokens of context
+    d_model: int = 128  # width of the residual stream
+    heads: int = 8  # attention heads (tensor parallelism splits them)
+    layers: int = 2  # transformer blocks
+    d_ff: int = 512  # MLP hidden units
+
+    def __post_init__(self) -> None:
+        _positive(self, ("vocab", "seq_len", "d_model", "heads", "layers", "d_ff"))
+        if self.d_model % self.heads:
+            raise ConfigError(f"d_model={self.d_model} is not a multiple of heads={self.heads}",
+                              "every head gets d_model / heads dimensions: change --d-model or --heads")
+
+    @property
+    def head_dim(self) -> int:
+        return self.d_model // self.heads
+
+    def matmul_params(self) -> int:
+        """Weights that take part in matrix multiplies (not embeddings' lookups, not norms)."""
+        per_layer = 3 * self.d_model * self.d_model + self.d_model * self.d_model + 2 * self.d_model * self.d_ff
+        return self.layers * per_layer + self.d_model * self.vocab
+
+    def flops_per_token(self) -> int:
+        """Training FLOPs per token: 6 per matmul weight, plus attention scores (PaLM, app. B)."""
+        return 6 * self.matmul_params() + 12 * self.layers * self.seq_len * self.d_model
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrainConfig:
+    model: ModelConfig = field(default_factory=ModelConfig)
+    strategy: str = "fsdp"  # dp | fsdp | tp | fsdp_tp
+    tensor_size: int | None = None  # fsdp_tp: devices on the "tensor" axis (default 2)
+    steps: int = 200  # optimizer steps in all (a resumed run continues to this)
+    batch_size: int = 32  # sequences per optimizer step, over all processes
+    accum_steps: int = 1  # micro-batches per step (gradient accumulation)
+    learning_rate: float = 3e-3  # peak, after warmup
+    warmup_steps: int = 20  # linear warmup, then cosine decay
+    min_lr_ratio: float = 0.1  # the cosine ends at this fraction of the peak
+    weight_decay: float = 0.1  # AdamW's decoupled decay, matrices only
+    clip_norm: float = 1.0  # global gradient-norm clip
+    bf16: bool = False  # compute in bfloat16, keep float32 master weights
+    seed: int = 0  # parameters and data order
+    run_dir: str = DEFAULT_RUN_DIR  # checkpoints and metrics.jsonl (shared storage on a cluster)
+    checkpoint_every: int = 50  # steps between checkpoints; 0 = never
+    eval_batches: int = 4  # validation batches of batch_size sequences at the end
+    log_every: int = 10  # steps between progress lines
+    corpus_bytes: int = 4 << 20  # bytes of standard-library source to train on
+    peak_tflops: float = 312.0  # per device, for MFU (A100 bfloat16 dense)
+    stop_after: int | None = None  # stop after this many steps in this run, as if preempted
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.model, ModelConfig):
+            raise ConfigError(f"model must be a ModelConfig, got {type(self.model).__name__}",
+                              "build it with hpcjax.train.ModelConfig(...)")
+        require_choice("strategy", self.strategy, STRATEGIES, error=ConfigError)
+        _positive(self, ("steps", "batch_size", "accum_steps", "eval_batches", "log_every", "corpus_bytes"))
+        _positive(self, ("warmup_steps", "checkpoint_every", "seed"), minimum=0)
+        for name in ("tensor_size", "stop_after"):
+            if getattr(self, name) is not None:
+                _positive(self, (name,))
+        if self.tensor_size is not None and self.strategy != "fsdp_tp":
+            raise ConfigError(f"tensor_size={self.tensor_size} was given with strategy {self.strategy!r}",
+                              "--tensor-size is for fsdp_tp; tp puts every device on the tensor axis")
+        for name, bounds in (("learning_rate", dict(above=0)), ("peak_tflops", dict(above=0)),
+                             ("clip_norm", dict(above=0)), ("weight_decay", dict(at_least=0)),
+                             ("min_lr_ratio", dict(at_least=0, at_most=1))):
+            require_number(name, getattr(self, name), f"set {_option(name)}", error=ConfigError, **bounds)
+        if not isinstance(self.run_dir, str) or not self.run_dir:
+            raise ConfigError(f"run_dir must be a non-empty path, got {self.run_dir!r}",
+                              "--run-dir on shared storage, e.g. /shared/runs/lm1")
+        if self.batch_size % self.accum_steps:
+            raise ConfigError(f"batch_size={self.batch_size} is not a multiple of accum_steps={self.accum_steps}",
+                              "each step splits its batch into equal micro-batches: change --batch-size or "
+                              "--accum-steps")
+
+    @property
+    def micro_batch(self) -> int:
+        return self.batch_size // self.accum_steps
+
+    def check_mesh(self, data_size: int, tensor_size: int) -> None:
+        """What only the mesh can tell: does every sharded dimension split evenly?"""
+        m, mesh = self.model, f"{data_size} (data) x {tensor_size} (tensor)"
+        problems = [
+            (self.micro_batch % data_size == 0,
+             f"each micro-batch ({self.micro_batch} sequences) must split evenly over the {data_size} devices "
+             f"of the data axis", "make --batch-size / --accum-steps a multiple of the data axis"),
+            (m.heads % tensor_size == 0 and m.d_ff % tensor_size == 0 and m.d_model % tensor_size == 0,
+             f"heads={m.heads}, d_ff={m.d_ff} and d_model={m.d_model} must split over {tensor_size} "
+             "tensor-parallel devices", "pick --heads, --d-ff and --d-model divisible by the tensor axis"),
+            (m.d_model % data_size == 0 or self.strategy == "dp",
+             f"d_model={m.d_model} must split over the {data_size} devices FSDP shards over",
+             "pick --d-model divisible by the data axis, or --strategy dp"),
+        ]
+        for ok, message, hint in problems:
+            if not ok:
+                raise ConfigError(message, f"{hint}; the mesh for {self.strategy} is {mesh}")
