@@ -42,3 +42,14 @@ def run_hpcjax(*args: str, cwd: Path | None = None, env: dict | None = None, tim
     machine's PATH need not know the console script yet)."""
     return subprocess.run([sys.executable, "-m", "hpcjax", *args], capture_output=True, text=True, cwd=cwd,
                           env={**os.environ, **(env or {})}, timeout=timeout)
+
+
+def assert_rank_3_of_4_failed_alone(outcome, host: str, stopped_by: str) -> None:
+    """The Run tests' failing job (2 nodes x 2 ranks; rank 3 exits 3) on any backend:
+    rank 3 is the cause, named with its node and log tail; the other three were stopped."""
+    assert (outcome.state, outcome.exit_code) == ("FAILED", 3)
+    [failure] = outcome.failed
+    assert (failure.rank, failure.host, failure.reason) == (3, host, "Exited with exit code 3")
+    assert "rank three gives up" in failure.log_tail
+    assert outcome.stopped == (0, 1, 2)
+    assert f"ranks stopped by {stopped_by} after the failure: 0, 1, 2" in outcome.report()

@@ -132,3 +132,18 @@ def test_version_and_help():
 def test_unknown_verb_is_a_usage_error():
     result = run_hpcjax("launch")
     assert result.returncode == 2 and result.stderr.startswith("error: ")
+
+
+def test_help_describes_the_tool_for_users_not_developers():
+    result = run_hpcjax("--help")
+    assert result.returncode == 0
+    assert "Take a JAX training job from a laptop to a SLURM GPU cluster" in result.stdout
+    assert "Thin:" not in result.stdout and "Importing" not in result.stdout  # the module's developer notes
+
+
+def test_container_flags_that_start_with_dashes_are_taken_as_values(tmp_path):
+    (tmp_path / "jax.sif").touch()
+    result = run_hpcjax("render", "--image", "jax.sif", "--container-flag", "--cleanenv", "--container-flag",
+                        "--writable-tmpfs", "--", "python", "train.py", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "apptainer exec --nv --cleanenv --writable-tmpfs jax.sif" in result.stdout

@@ -62,3 +62,13 @@ def test_a_job_that_was_only_stopped_blames_no_rank():
 def test_completed_is_ok_with_exit_code_0():
     outcome = analyze("11", "COMPLETED", [], lambda r: Path("/x"))
     assert outcome.ok and outcome.exit_code == 0 and outcome.as_dict()["ok"] is True
+
+
+def test_ranks_terminated_by_a_cancel_or_timeout_are_stopped_not_failed():
+    # scancel: srun reports the terminated tasks with no "Terminating StepId" line before them
+    events = srun_events("srun: error: node1: tasks 0-1: Terminated\n")
+    for state in ("CANCELLED", "TIMEOUT"):
+        outcome = analyze("12", state, events, lambda r: Path("/x"))
+        assert outcome.failed == () and outcome.stopped == (0, 1), state
+    # the same words in a FAILED job: those ranks are the cause
+    assert [f.rank for f in analyze("12", "FAILED", events, lambda r: Path("/x")).failed] == [0, 1]

@@ -175,3 +175,26 @@ def test_allreduce_failure_prints_what_every_rank_saw():
     lines = format_report(report).splitlines()
     assert "what each rank saw" in lines[1]
     assert lines[2].split() == ["0", "1", "2", "2", "2"] and lines[3].split() == ["1", "1", "1", "1", "1"]
+
+
+def test_smoke_reads_reports_whatever_the_order_of_their_keys(tmp_path):
+    import json as _json
+    from hpcjax.launch.smoke import read_reports
+
+    log = tmp_path / "rank0.log"
+    report = {"ok": True, "rank": 0, "check": "devices", "node": "n1"}
+    log.write_text("hpcjax: process 0/1\n" + _json.dumps(report) + "\n{not json}\n" + _json.dumps([1, 2]) + "\n")
+    assert read_reports({0: log}) == {0: {"devices": report}}
+
+
+@pytest.mark.parametrize("rows, ok", [
+    ([{"correct": True, "time_us": 12.0}], True),
+    ([{"correct": False, "time_us": 12.0}], False),  # fast and wrong is not bandwidth
+    ([{"correct": True, "time_us": 0.0}], False),
+    ([{"correct": True, "time_us": float("inf")}], False),
+    ([], False),
+])
+def test_the_bandwidth_check_can_fail(rows, ok):
+    from hpcjax.rank.checks import bandwidth_ok
+
+    assert bandwidth_ok(rows) is ok

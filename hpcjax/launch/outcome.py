@@ -26,6 +26,7 @@ SRUN_TASK_ERROR = re.compile(r"srun: error: (?P<host>\S+): tasks? (?P<tasks>[\d,
 SRUN_TERMINATING = "Terminating StepId"  # srun's line when it starts stopping the other ranks
 EXITED = re.compile(r"Exited with exit code (\d+)")
 STOPPED_WORDS = ("Killed", "Terminated")  # what a rank stopped by its launcher reports
+ENDED_FROM_OUTSIDE = {"CANCELLED", "TIMEOUT", "PREEMPTED", "DEADLINE"}  # states no rank caused
 
 
 @dataclass(frozen=True)
@@ -122,8 +123,12 @@ def analyze(job_id: str, state: str, events: list[TaskEvent], rank_log, *, job_e
     # The cause: what was reported before the launcher stopped anyone; failing that,
     # whatever is not a stop. A job that was only stopped (cancelled, timed out) has no
     # failed rank: its ranks are all "stopped".
-    own = [e for e in events if e.before_stop] or \
-          [e for e in events if not e.what.startswith(STOPPED_WORDS)]
+    def stop(event: TaskEvent) -> bool:
+        return event.what.startswith(STOPPED_WORDS)
+
+    # In a job SLURM (or the user) ended, a rank that was killed or terminated was stopped, not failing.
+    own = [e for e in events if e.before_stop and not (state in ENDED_FROM_OUTSIDE and stop(e))] or \
+          [e for e in events if not stop(e)]
     failed = tuple(RankFailure(rank, e.host, e.what, str(rank_log(rank)), read_tail(rank_log(rank)))
                    for e in own for rank in e.ranks)
     blamed = {f.rank for f in failed}

@@ -1,0 +1,35 @@
+"""hpcjax reaches SLURM through two of submitit's private hooks. If a submitit
+release renames them or changes what they receive, these tests fail loudly,
+before a user's submission silently loses hpcjax's script."""
+
+import inspect
+import os
+
+import submitit
+
+from hpcjax.launch.render import render_sbatch
+from hpcjax.launch.slurm import SUBMITIT_HOOKS, executor_class
+from hpcjax.launch.spec import JobSpec, Layout
+
+
+def test_the_hooks_hpcjax_overrides_still_exist_with_the_same_parameters():
+    for name, params in SUBMITIT_HOOKS.items():
+        hook = getattr(submitit.SlurmExecutor, name, None)
+        assert hook is not None, f"submitit {submitit.__version__} has no SlurmExecutor.{name}"
+        assert tuple(inspect.signature(hook).parameters) == params, (name, inspect.signature(hook))
+
+
+def test_submitit_submits_exactly_the_rendered_script(tmp_path, monkeypatch):
+    """submitit's own _submit_command, with sbatch replaced by a stand-in that keeps the file."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    sbatch = bin_dir / "sbatch"
+    sbatch.write_text(f'#!/bin/sh\ncp "$1" {tmp_path}/submitted.sh\necho "Submitted batch job 4242"\n')
+    sbatch.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    spec = JobSpec(command=("python", "train.py"), layout=Layout(nodes=2, gpus_per_node=4),
+                   output_dir=str(tmp_path / "logs"))
+    (tmp_path / "logs").mkdir()  # hpcjax.launch.slurm.submit creates it: sbatch needs it
+    job = executor_class()(spec).submit_spec()
+    assert job.job_id == "4242"
+    assert (tmp_path / "submitted.sh").read_text() == render_sbatch(spec)
