@@ -35,6 +35,11 @@ RANK_LOG = "%j-rank%t.log"
 WARNING_SIGNAL = "USR2"
 WARNING_GRACE_S = 120
 
+# The coordinator's port, derived per job AND step so two steps of one job never
+# collide (JAX's own choice, job % 4096 + 61440, does). Below Linux's ephemeral
+# range (32768+), where an outgoing connection could already hold the port.
+PORT_BASE, PORT_JOBS, PORT_STEPS = 10000, 1400, 16
+
 # What `hpcjax check all` runs; the smoke verdict expects a report of each.
 ALL_CHECKS = ("devices", "allreduce")
 
@@ -43,6 +48,29 @@ def layout_env(nodes: int, gpus_per_node: int, gpus_per_process: int) -> dict[st
     """The variables that tell every rank the layout hpcjax rendered."""
     return {NODES_ENV: str(nodes), GPUS_PER_NODE_ENV: str(gpus_per_node),
             GPUS_PER_PROCESS_ENV: str(gpus_per_process)}
+
+
+def derived_port(job: int, step: int) -> int:
+    return PORT_BASE + PORT_STEPS * (job % PORT_JOBS) + step % PORT_STEPS
+
+
+def derived_port_shell(job: str = "SLURM_JOB_ID", step: str = "SLURM_STEP_ID") -> str:
+    """The same rule as bash arithmetic over a task's variables, for the rendered script."""
+    return f"$(({PORT_BASE} + {PORT_STEPS} * ({job} % {PORT_JOBS}) + {step} % {PORT_STEPS}))"
+
+
+def jax_local_device_ids(gpus_per_process: int) -> str:
+    """JAX_LOCAL_DEVICE_IDS for a task bound to its own K GPUs: CUDA numbers them 0..K-1."""
+    return ",".join(str(i) for i in range(gpus_per_process))
+
+
+def coordinator_wrapper() -> str:
+    """A bash program run by every task before the user's: it exports the coordinator JAX
+    reads ($0 is the host, the port comes from the job and step ids; a value the user set
+    wins) and execs the command, which keeps the task's pid, signals and exit code."""
+    port = derived_port_shell()
+    return ('export JAX_COORDINATOR_ADDRESS="${JAX_COORDINATOR_ADDRESS:-$0:${JAX_COORDINATOR_PORT:-'
+            + port + '}}"; exec "$@"')
 
 
 def batch_log_pattern(directory: str) -> str:

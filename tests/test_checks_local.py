@@ -79,3 +79,33 @@ def test_env_error_outside_srun_is_clear(tmp_path):
     result = run_hpcjax("env", cwd=tmp_path, env={"SLURM_JOB_ID": "42", "SLURM_PROCID": "0"})
     assert result.returncode == 1 and "outside an srun step" in result.stderr and "hint: " in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_seed_allreduce_runs_unchanged_on_the_local_backend(tmp_path, hpcjax_home):
+    """A plain jax.distributed.initialize() with no arguments, 8 processes on this CPU."""
+    from pathlib import Path
+
+    script = Path(__file__).parent / "data" / "allreduce.py"
+    result = run_hpcjax("submit", "--backend", "local", "--nodes", "2", "--gpus-per-node", "4", "--",
+                        sys.executable, str(script), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    job_id = result.stdout.strip()
+    for rank in range(8):
+        text = run_hpcjax("logs", job_id, "--rank", str(rank), cwd=tmp_path).stdout
+        assert "Total devices: 8  |  Devices per task: 1" in text and f"Process {rank} has y=[8.]" in text, text
+
+
+def test_plain_jax_resolves_what_hpcjax_maps_on_the_local_backend(tmp_path, hpcjax_home):
+    from pathlib import Path
+
+    probe = Path(__file__).parent / "data" / "probe_plain_jax.py"
+    result = run_hpcjax("submit", "--backend", "local", "--nodes", "2", "--gpus-per-node", "2",
+                        "--gpus-per-process", "2", "--", sys.executable, str(probe), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    job_id = result.stdout.strip()
+    for rank in range(2):
+        found = json.loads(run_hpcjax("logs", job_id, "--rank", str(rank), cwd=tmp_path).stdout.splitlines()[-1])
+        plain, ours = found["plain"], found["ours"]
+        for name in ("coordinator_address", "num_processes", "process_id"):
+            assert plain[name] == ours[name], (rank, name, found)
+        assert plain["local_device_ids"] == [0, 1] and plain["process_id"] == rank

@@ -125,6 +125,8 @@ ERRORS = [
     ("garbage integer", step(0, 0, 4, SLURM_STEP_NUM_TASKS="four"), "is not an integer", "whole number"),
     ("bad JAX_LOCAL_DEVICE_IDS", step(0, 0, 1, JAX_LOCAL_DEVICE_IDS="a,b"), "not a comma-separated", "0,1"),
     ("bad nodelist", step(0, 0, 1, "node[1-"), "cannot read hostlist", "node[1-4]"),
+    ("JAX_LOCAL_DEVICE_IDS beyond the visible GPUs (jax#23452)",
+     step(3, 3, 4, cvd="3", JAX_LOCAL_DEVICE_IDS="3"), "names GPU ordinal 3 but this task sees 1", "use 0..0"),
 ]
 
 

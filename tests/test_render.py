@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from hpcjax.contract import derived_port
 from hpcjax.launch.render import render_sbatch
 from hpcjax.launch.spec import Container, JobSpec, Layout
 
@@ -124,10 +125,17 @@ def test_hostile_strings_are_never_executed_and_arrive_verbatim(tmp_path):
     script.write_text(render_sbatch(spec))
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    _stub(bin_dir, "srun", 'printf "%s\\0" "$@" > "$ARGV_FILE"; env -0 > "$ENV_FILE"\n')
+    # srun's stand-in records its argv, then runs the task line as step 3 of job 1234 would;
+    # the container runtime's stand-in records what the task finally receives.
+    _stub(bin_dir, "srun", 'printf "%s\\0" "$@" > "$ARGV_FILE"\nwhile [[ $1 == --* ]]; do shift; done\n'
+                           'SLURM_JOB_ID=1234 SLURM_STEP_ID=3 exec "$@"\n')
+    _stub(bin_dir, "apptainer", 'printf "%s\\0" "$@" > "$TASK_ARGV_FILE"; env -0 > "$ENV_FILE"\n')
     _stub(bin_dir, "module", 'printf "%s\\0" "$@" >> "$MODULE_FILE"\n')
-    files = {k: tmp_path / k for k in ("ARGV_FILE", "ENV_FILE", "MODULE_FILE")}
-    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", **{k: str(v) for k, v in files.items()}}
+    files = {k: tmp_path / k for k in ("ARGV_FILE", "TASK_ARGV_FILE", "ENV_FILE", "MODULE_FILE")}
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "SLURMD_NODENAME": "node7",
+           **{k: str(v) for k, v in files.items()}}
+    env.pop("JAX_COORDINATOR_ADDRESS", None)
+    env.pop("JAX_COORDINATOR_PORT", None)
     run = subprocess.run(["bash", str(script)], cwd=tmp_path, env=env, capture_output=True, text=True)
     assert run.returncode == 0, run.stderr
     assert not marker.exists(), "a user string was executed by the generated script"
@@ -140,5 +148,10 @@ def test_hostile_strings_are_never_executed_and_arrive_verbatim(tmp_path):
     for key, value in spec.env:
         assert exported[key] == value
     assert exported["HPCJAX_GPUS_PER_PROCESS"] == "1"
+    # Through the per-task wrapper: the command verbatim, and what a plain JAX reads.
+    task_argv = files["TASK_ARGV_FILE"].read_text().split("\0")[:-1]
+    assert task_argv[-len(spec.command):] == list(spec.command)
+    assert exported["JAX_COORDINATOR_ADDRESS"] == f"node7:{derived_port(1234, 3)}"
+    assert exported["JAX_LOCAL_DEVICE_IDS"] == "0"
     assert files["MODULE_FILE"].read_text().split("\0")[:-1] == ["load", spec.modules[0]]
     assert Path(spec.output_dir).is_dir()  # created by name, not evaluated

@@ -15,14 +15,26 @@ from hpcjax.contract import ALL_CHECKS
 
 def cmd_env(args: argparse.Namespace, command: list[str]) -> int:
     from hpcjax.rank.mapping import resolve
+    from hpcjax.rank.plainjax import differences, resolve_like_jax
     from hpcjax.rank.runtime import detect_gpu, init_timeout_s
 
     denv = resolve(os.environ, gpu_available=detect_gpu())
+    plain = resolve_like_jax(os.environ)
+    diff = differences(denv, plain) if plain is not None else []
     if args.json:
-        print(json.dumps({**denv.as_dict(), "init_timeout_s": init_timeout_s()}, indent=2))
-    else:
-        print(denv.explain())
-        print(f"{'init timeout':<20} {init_timeout_s()} s")
+        print(json.dumps({**denv.as_dict(), "init_timeout_s": init_timeout_s(), "plain_jax": plain,
+                          "plain_jax_differs": diff}, indent=2))
+        return 0
+    print(denv.explain())
+    print(f"{'init timeout':<20} {init_timeout_s()} s")
+    if plain is not None and "error" not in plain:
+        ids = plain["local_device_ids"]
+        print(f"plain jax.distributed.initialize() would use: coordinator {plain['coordinator_address']}, "
+              f"{plain['num_processes']} processes, process id {plain['process_id']}, local device ids {ids}")
+    for line in diff:
+        print(f"DIFFERS: {line}")
+    if plain is not None and not diff:
+        print("a plain jax.distributed.initialize() agrees with hpcjax here")
     return 0
 
 

@@ -66,7 +66,23 @@ def rank_environment(spec: JobSpec, job_id: str, rank: int, port: int) -> dict[s
         SUBMITIT_LOCAL_JOB_NUM_NODES=str(layout.nodes), SUBMITIT_EXECUTOR="local",
         JAX_COORDINATOR_PORT=str(port), PYTHONUNBUFFERED="1",
     )
+    env.update(plain_jax_environment(spec, job_id, rank, port))
     return env
+
+
+def plain_jax_environment(spec: JobSpec, job_id: str, rank: int, port: int) -> dict[str, str]:
+    """What makes a plain `jax.distributed.initialize()` right on this machine's CPU.
+    JAX reads the coordinator and the device ids from its own variables and the device
+    count from its configuration, but the process count and id only from a cluster it
+    detects: so each rank is also presented as a task of a one-node SLURM step (the five
+    variables JAX's SLURM detection reads, nothing else of SLURM's). The coordinator is
+    given explicitly, so the node list is never parsed."""
+    layout = spec.layout
+    return {"JAX_COORDINATOR_ADDRESS": f"127.0.0.1:{port}", "JAX_PLATFORMS": "cpu",
+            "JAX_LOCAL_DEVICE_IDS": contract.jax_local_device_ids(layout.gpus_per_process),
+            "JAX_NUM_CPU_DEVICES": str(layout.gpus_per_process),
+            "SLURM_JOB_ID": job_id, "SLURM_STEP_NODELIST": "localhost", "SLURM_NTASKS": str(layout.num_processes),
+            "SLURM_PROCID": str(rank), "SLURM_LOCALID": str(rank % layout.tasks_per_node)}
 
 
 def submit(spec: JobSpec) -> "LocalRun":

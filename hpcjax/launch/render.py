@@ -58,6 +58,8 @@ def render_sbatch(spec: JobSpec) -> str:
         batch_log=contract.batch_log_pattern(spec.output_dir),
         rank_log=contract.rank_log_pattern(spec.output_dir),
         warning_signal=contract.WARNING_SIGNAL,
+        jax_local_device_ids=contract.jax_local_device_ids(spec.layout.gpus_per_process),
+        coordinator_wrapper=contract.coordinator_wrapper(),
         version=__version__,
     )
 

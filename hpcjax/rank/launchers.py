@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping
 
+from hpcjax.contract import derived_port
 from hpcjax.errors import LayoutError
 from hpcjax.rank.nodelist import expand_hostlist
 
@@ -37,9 +38,6 @@ SUBMITIT_LOCAL_GLOBALID = "SUBMITIT_LOCAL_GLOBALID"
 SUBMITIT_LOCAL_LOCALID = "SUBMITIT_LOCAL_LOCALID"
 
 LOCALHOST = "127.0.0.1"
-# Derived ports stay below Linux's ephemeral range (32768+), where an outgoing
-# connection could already hold the port: 10000 + 16 * (job % 1400) + step % 16.
-PORT_BASE, PORT_JOBS, PORT_STEPS = 10000, 1400, 16
 
 
 @dataclass(frozen=True)
@@ -73,11 +71,6 @@ def split_address(address: str) -> tuple[str, int | None]:
     if not sep or not port.isdigit():
         return address, None
     return host, int(port)
-
-
-def derived_port(job: int, step: int) -> int:
-    """A coordinator port per job and step, so two steps of one job never collide."""
-    return PORT_BASE + PORT_STEPS * (job % PORT_JOBS) + step % PORT_STEPS
 
 
 def read_arguments(coordinator_address: str | None = None, **values) -> Reading:

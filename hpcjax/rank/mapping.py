@@ -21,7 +21,7 @@ from hpcjax.rank.launchers import JAX_LOCAL_DEVICE_IDS, SLURM_JOB_ID, env_int
 JAX_PLATFORMS = "JAX_PLATFORMS"
 SLURM_GPUS_ON_NODE = "SLURM_GPUS_ON_NODE"
 CUDA_VISIBLE_DEVICES = "CUDA_VISIBLE_DEVICES"
-PORT_BASE = launchers.PORT_BASE
+PORT_BASE = contract.PORT_BASE
 
 
 @dataclass(frozen=True)
@@ -169,13 +169,21 @@ def _device_ids(environ, explicit, local_rank: int, k: int, platform: str) -> tu
     """The GPU ordinals this process owns, and where they came from."""
     if explicit is not None:
         return tuple(explicit), "argument"
-    if environ.get(JAX_LOCAL_DEVICE_IDS):
-        try:
-            return tuple(int(x) for x in environ[JAX_LOCAL_DEVICE_IDS].split(",")), JAX_LOCAL_DEVICE_IDS
-        except ValueError:
-            raise LayoutError(f"{JAX_LOCAL_DEVICE_IDS}={environ[JAX_LOCAL_DEVICE_IDS]!r} is not a "
-                              "comma-separated list of integers", "e.g. JAX_LOCAL_DEVICE_IDS=0,1") from None
     visible = visible_gpu_count(environ)
+    if environ.get(JAX_LOCAL_DEVICE_IDS):
+        text = environ[JAX_LOCAL_DEVICE_IDS]
+        try:
+            ids = tuple(int(x) for x in text.split(","))
+        except ValueError:
+            raise LayoutError(f"{JAX_LOCAL_DEVICE_IDS}={text!r} is not a comma-separated list of integers",
+                              "e.g. JAX_LOCAL_DEVICE_IDS=0,1") from None
+        if platform == "gpu" and visible is not None and max(ids) >= visible:
+            # Ordinals count the GPUs this task sees, not the node's (jax#23452).
+            raise LayoutError(f"{JAX_LOCAL_DEVICE_IDS}={text} names GPU ordinal {max(ids)} but this task sees "
+                              f"{visible} GPU(s) ({CUDA_VISIBLE_DEVICES}={environ[CUDA_VISIBLE_DEVICES]!r})",
+                              f"ordinals count from 0 among the visible GPUs: use 0..{visible - 1}, or unset "
+                              f"{JAX_LOCAL_DEVICE_IDS} and let hpcjax derive them")
+        return ids, JAX_LOCAL_DEVICE_IDS
     if not visible and platform == "cpu":  # unset, or "" as submitit's local executor sets it
         return None, f"none: {k} emulated CPU device(s) instead"
     if visible is None:
