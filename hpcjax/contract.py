@@ -64,13 +64,20 @@ def jax_local_device_ids(gpus_per_process: int) -> str:
     return ",".join(str(i) for i in range(gpus_per_process))
 
 
-def coordinator_wrapper() -> str:
+# Apptainer and Singularity pass a variable under these prefixes into the container
+# even with --cleanenv, without the prefix.
+CLEANENV_PREFIXES = {"apptainer": ("APPTAINERENV_",), "singularity": ("SINGULARITYENV_", "APPTAINERENV_")}
+
+
+def coordinator_wrapper(prefixes: tuple[str, ...] = ()) -> str:
     """A bash program run by every task before the user's: it exports the coordinator JAX
     reads ($0 is the host, the port comes from the job and step ids; a value the user set
-    wins) and execs the command, which keeps the task's pid, signals and exit code."""
+    wins), with copies under `prefixes` so it survives a container's --cleanenv, and execs
+    the command, which keeps the task's pid, signals and exit code."""
     port = derived_port_shell()
+    copies = "".join(f' {p}JAX_COORDINATOR_ADDRESS="$JAX_COORDINATOR_ADDRESS"' for p in prefixes)
     return ('export JAX_COORDINATOR_ADDRESS="${JAX_COORDINATOR_ADDRESS:-$0:${JAX_COORDINATOR_PORT:-'
-            + port + '}}"; exec "$@"')
+            + port + '}}"' + (f";{' export' + copies}" if copies else "") + '; exec "$@"')
 
 
 def batch_log_pattern(directory: str) -> str:

@@ -153,5 +153,8 @@ def test_hostile_strings_are_never_executed_and_arrive_verbatim(tmp_path):
     assert task_argv[-len(spec.command):] == list(spec.command)
     assert exported["JAX_COORDINATOR_ADDRESS"] == f"node7:{derived_port(1234, 3)}"
     assert exported["JAX_LOCAL_DEVICE_IDS"] == "0"
+    # copies that Apptainer passes into the container even under --cleanenv
+    assert exported["APPTAINERENV_JAX_COORDINATOR_ADDRESS"] == exported["JAX_COORDINATOR_ADDRESS"]
+    assert exported["APPTAINERENV_JAX_LOCAL_DEVICE_IDS"] == "0"
     assert files["MODULE_FILE"].read_text().split("\0")[:-1] == ["load", spec.modules[0]]
     assert Path(spec.output_dir).is_dir()  # created by name, not evaluated

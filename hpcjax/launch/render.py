@@ -59,7 +59,8 @@ def render_sbatch(spec: JobSpec) -> str:
         rank_log=contract.rank_log_pattern(spec.output_dir),
         warning_signal=contract.WARNING_SIGNAL,
         jax_local_device_ids=contract.jax_local_device_ids(spec.layout.gpus_per_process),
-        coordinator_wrapper=contract.coordinator_wrapper(),
+        cleanenv_prefixes=contract.CLEANENV_PREFIXES.get(spec.container.runtime, ()),
+        coordinator_wrapper=contract.coordinator_wrapper(contract.CLEANENV_PREFIXES.get(spec.container.runtime, ())),
         version=__version__,
     )
 
