@@ -3,10 +3,9 @@
 mapping, and seed 002's allreduce.py runs unchanged."""
 
 import json
-import re
+import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -52,7 +51,7 @@ def test_two_steps_at_once_in_one_job_get_different_ports(tmp_path, slurm_cluste
     (tmp_path / "logs").mkdir()
     (tmp_path / "two.sh").write_text(script)
     submitted = subprocess.run(["sbatch", "--parsable", "--wait", str(tmp_path / "two.sh")], capture_output=True,
-                               text=True, cwd=tmp_path, env={**__import__("os").environ, **ENV}, timeout=300)
+                               text=True, cwd=tmp_path, env={**os.environ, **ENV}, timeout=300)
     assert submitted.returncode == 0, submitted.stderr
     job_id = submitted.stdout.strip()
     addresses = {}

@@ -10,7 +10,7 @@ that were stopped after them.
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from hpcjax.contract import clamp_exit_code
