@@ -59,8 +59,10 @@ def test_cancel_stops_every_rank_and_blames_none(tmp_path, hpcjax_home):
     while len(run.rank_logs()) < 2 or "hello" not in run.logs(rank=1):
         assert time.monotonic() < deadline, "ranks did not start"
         time.sleep(0.1)
+    watcher = attach(run.job_id)  # as `hpcjax status` in another shell sees it
+    assert watcher.state() == "RUNNING"
     run.cancel()
-    assert run.state() == "CANCELLED"
+    assert run.state() == "CANCELLED" and watcher.state() == "CANCELLED"
     assert all(proc.poll() is not None for proc in run.procs.values())
     outcome = run.outcome
     assert outcome.failed == () and outcome.stopped == (0, 1) and outcome.exit_code != 0

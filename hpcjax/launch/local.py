@@ -133,7 +133,8 @@ class LocalRun(Run):
         return run
 
     def poll(self) -> tuple[str, str]:
-        if self.record is not None:
+        if self.record is not None:  # another process follows the job: its record is the news
+            self.record = records.load(self.job_id) or self.record
             state = self.record.get("state", "RUNNING")
             return state, state
         if not self.final:
