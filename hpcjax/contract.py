@@ -35,6 +35,19 @@ RANK_LOG = "%j-rank%t.log"
 WARNING_SIGNAL = "USR2"
 WARNING_GRACE_S = 120
 
+# A rank that stopped on the warning (and saved) leaves this file, so the batch script
+# knows the attempt was cut short rather than finished; the script exports its path.
+STOP_MARKER_ENV = "HPCJAX_STOP_MARKER"
+STOP_MARKER = "%j-stopped"
+# One JSON line per attempt of a job (requeues start new attempts), written by the
+# batch script; the batch log gets ATTEMPT_LINE at the start of each attempt.
+ATTEMPTS_LOG = "%j-attempts.jsonl"
+ATTEMPT_LINE = "hpcjax: attempt"
+# The heartbeat bound: a rank that stops answering (frozen, SIGSTOP, dead node) ends the
+# job after this many seconds. JAX's default is 100 s.
+HEARTBEAT_TIMEOUT_ENV = "HPCJAX_HEARTBEAT_TIMEOUT"
+DEFAULT_HEARTBEAT_TIMEOUT_S = 60
+
 # The coordinator's port, derived per job AND step so two steps of one job never
 # collide (JAX's own choice, job % 4096 + 61440, does). Below Linux's ephemeral
 # range (32768+), where an outgoing connection could already hold the port.
@@ -96,6 +109,10 @@ def batch_log_path(directory: str | Path, job_id: str) -> Path:
 
 def rank_log_path(directory: str | Path, job_id: str, rank: int) -> Path:
     return Path(directory) / RANK_LOG.replace("%j", str(job_id)).replace("%t", str(rank))
+
+
+def attempts_log_path(directory: str | Path, job_id: str) -> Path:
+    return Path(directory) / ATTEMPTS_LOG.replace("%j", str(job_id))
 
 
 def rank_of_log(name: str, job_id: str) -> int | None:

@@ -46,7 +46,7 @@ def test_two_nodes_one_process_per_gpu_through_apptainer(tmp_path):
     assert "#SBATCH --gpus-per-node=4\n" in text
     assert "export HPCJAX_GPUS_PER_PROCESS=1\n" in text
     assert "--ntasks=8 --ntasks-per-node=4" in text and "--gpus-per-task=1" in text
-    assert f"apptainer exec --nv {image} \\\n  python train.py\n" in text
+    assert f"apptainer exec --nv {image} \\\n  python train.py || hpcjax_rc=$?\n" in text
 
 
 def test_one_process_per_node_owns_all_its_gpus():

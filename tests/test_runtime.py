@@ -12,7 +12,8 @@ from hpcjax.errors import UsageError
 from hpcjax.launch.local import free_port
 from hpcjax.rank.mapping import DistributedEnv
 from hpcjax.rank.rendezvous import RendezvousError, check_in, gather, roll_call
-from hpcjax.rank.runtime import InitializeError, init_timeout_s, initialize_kwargs, prepare_environment
+from hpcjax.rank.runtime import (InitializeError, heartbeat_timeout_s, init_timeout_s, initialize_kwargs,
+                                 prepare_environment)
 from hpcjax.launch.smoke import verdicts
 
 
@@ -26,13 +27,22 @@ ALL = {"coordinator_address", "num_processes", "process_id", "local_device_ids",
 
 
 def test_every_value_is_passed_and_detection_is_off():
-    kwargs = initialize_kwargs(denv(), 600, ALL)
+    kwargs = initialize_kwargs(denv(), 600, ALL, heartbeat_s=15)
     assert kwargs == dict(coordinator_address="node1:12345", num_processes=4, process_id=1,
-                          local_device_ids=[1], cluster_detection_method="deactivate", initialization_timeout=600)
+                          local_device_ids=[1], cluster_detection_method="deactivate", initialization_timeout=600,
+                          heartbeat_timeout_seconds=15)
+
+
+def test_the_heartbeat_bound_comes_from_the_environment_or_defaults_to_60_s():
+    assert heartbeat_timeout_s({}) == 60
+    assert heartbeat_timeout_s({"HPCJAX_HEARTBEAT_TIMEOUT": "12"}) == 12
+    for bad in ("0", "1", "-5", "ten"):
+        with pytest.raises(InitializeError, match="HPCJAX_HEARTBEAT_TIMEOUT"):
+            heartbeat_timeout_s({"HPCJAX_HEARTBEAT_TIMEOUT": bad})
 
 
 def test_only_arguments_the_installed_jax_accepts_are_passed():
-    old_jax = ALL - {"initialization_timeout", "cluster_detection_method"}
+    old_jax = ALL - {"initialization_timeout", "cluster_detection_method", "heartbeat_timeout_seconds"}
     assert set(initialize_kwargs(denv(), 600, old_jax)) == {"coordinator_address", "num_processes",
                                                              "process_id", "local_device_ids"}
 

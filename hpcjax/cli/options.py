@@ -66,6 +66,12 @@ def add_job_options(parser: argparse.ArgumentParser, job_name: str = "hpcjax", t
                      help="`module load NAME` before launching (repeatable)")
     job.add_argument("--env", action="append", default=[], metavar="KEY=VALUE",
                      help="export KEY=VALUE to every rank (repeatable)")
+    job.add_argument("--requeue", type=int, default=0, metavar="N",
+                     help="after stopping on SLURM's warning (time limit, preemption) and saving, the job "
+                          "requeues itself, at most N times (default 0)")
+    job.add_argument("--retry-failed", action="store_true",
+                     help="with --requeue: requeue a failed attempt too; a node that failed two attempts "
+                          "is excluded from the next")
     box = parser.add_argument_group("container")
     box.add_argument("--image", help="container image: a .sif path, a URI, or $VAR set by a module")
     box.add_argument("--runtime", help="apptainer, singularity or none (default: apptainer with --image, else none)")
@@ -91,6 +97,7 @@ def spec_from_args(args: argparse.Namespace, command: list[str]) -> JobSpec:
         account=args.account, qos=args.qos, constraint=args.constraint,
         cpus_per_task=args.cpus_per_task, mem=args.mem, exclusive=args.exclusive,
         output_dir=args.output_dir, modules=tuple(args.module),
+        requeue=args.requeue, retry_failed=args.retry_failed,
         env=tuple(parse_env_assignment(e) for e in args.env),
     )
 

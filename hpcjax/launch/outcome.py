@@ -13,7 +13,7 @@ import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from hpcjax.contract import clamp_exit_code
+from hpcjax.contract import ATTEMPT_LINE, clamp_exit_code
 from hpcjax.errors import JobFailed
 
 LOG_TAIL_LINES = 20
@@ -100,9 +100,16 @@ def read_tail(path: Path, count: int = LOG_TAIL_LINES) -> str:
     return tail_lines(path.read_text(errors="replace"), count) if path.is_file() else ""
 
 
+def last_attempt(batch_log: str) -> str:
+    """The part of a batch log written by the job's last attempt (a requeued job appends)."""
+    start = batch_log.rfind(ATTEMPT_LINE + " ")
+    return batch_log[start:] if start >= 0 else batch_log
+
+
 def srun_events(batch_log: str) -> list[TaskEvent]:
-    """srun's reports of failed tasks in a batch log, in order, each marked whether it
-    came before srun began terminating the step (--kill-on-bad-exit)."""
+    """srun's reports of failed tasks in a batch log's last attempt, in order, each marked
+    whether it came before srun began terminating the step (--kill-on-bad-exit)."""
+    batch_log = last_attempt(batch_log)
     cause_part = batch_log.split(SRUN_TERMINATING, 1)[0]
     events = []
     for match in SRUN_TASK_ERROR.finditer(batch_log):

@@ -12,11 +12,12 @@ written here once.
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 from pathlib import Path
 
-from hpcjax.contract import rank_of_log
+from hpcjax.contract import attempts_log_path, rank_of_log
 from hpcjax.errors import HpcjaxError, UsageError
 from hpcjax.launch.outcome import FINISHED_STATES, Outcome, tail_lines
 
@@ -85,6 +86,27 @@ class Run:
                 self._outcome = self._outcome or self._finish(state)
                 return self._outcome
             time.sleep(self.poll_s)
+
+    def attempts(self) -> list[dict]:
+        """How each attempt of the job ended (the batch script's lines; a requeued job has
+        several): attempt, ended (completed, stopped, failed), exit_code, nodes, failed_node."""
+        path = attempts_log_path(self.log_dir, self.job_id)
+        lines = path.read_text(errors="replace").splitlines() if path.is_file() else []
+        found = []
+        for line in lines:
+            try:
+                found.append(json.loads(line))
+            except ValueError:  # a line cut short by a kill: the others still count
+                continue
+        return found
+
+    def describe_attempts(self) -> str:
+        attempts = self.attempts()
+        if not attempts:
+            return ""
+        return f"  attempts: {len(attempts)} ended: " + "; ".join(
+            f"{a.get('attempt')} {a.get('ended')} on {a.get('nodes')}"
+            + (f" (failed on {a['failed_node']})" if a.get("failed_node") else "") for a in attempts)
 
     def rank_logs(self) -> dict[int, Path]:
         """Every rank's log file that exists, by rank."""

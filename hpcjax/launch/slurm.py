@@ -119,6 +119,9 @@ class SlurmRun(Run):
             shown += f" on {status.nodelist}"
         if status.state == "PENDING":
             self._fail_if_never_starts(status)
+        attempts = self.attempts() if status.state in ("PENDING", "RUNNING", "REQUEUED") else []
+        if attempts:
+            shown += f", after {len(attempts)} attempt(s), the last {attempts[-1].get('ended')}"
         return status.state, shown
 
     def ensure_can_start(self, patience_s: float = 10.0) -> None:
@@ -148,10 +151,10 @@ class SlurmRun(Run):
         return slurmctl.hosts_of_ranks(status, self.num_ranks or len(self.rank_logs()))
 
     def describe(self) -> str:
-        return self.status().describe()
+        return "\n".join(filter(None, [self.status().describe(), self.describe_attempts()]))
 
     def as_dict(self) -> dict:
-        return self.status().as_dict()
+        return {**self.status().as_dict(), "attempts": self.attempts()}
 
     def _finish(self, state: str) -> Outcome:
         batch = batch_log_path(self.log_dir, self.job_id)

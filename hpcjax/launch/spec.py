@@ -182,6 +182,8 @@ class JobSpec:
     modules: tuple[str, ...] = ()  # `module load` arguments, in order
     env: tuple[tuple[str, str], ...] = ()  # exported before srun, in order
     signal_grace_s: int = contract.WARNING_GRACE_S  # the warning signal this long before the time limit
+    requeue: int = 0  # times the job requeues itself after stopping on the warning
+    retry_failed: bool = False  # requeue also after a failure (within the same budget)
 
     def __post_init__(self) -> None:
         command = tuple(self.command)
@@ -206,6 +208,10 @@ class JobSpec:
                             "use SLURM's units: a number with K, M, G or T (64G), or 0 for all")
         _require_text("output_dir", self.output_dir)
         _require_int("signal_grace_s", self.signal_grace_s, 0, "seconds before the time limit")
+        _require_int("requeue", self.requeue, 0, "how many times the job may requeue itself, e.g. --requeue 2")
+        if self.retry_failed and not self.requeue:
+            raise SpecError("retry_failed needs a requeue budget (requeue=0)",
+                            "add --requeue N: a failed job is requeued at most N times")
         object.__setattr__(self, "modules", tuple(self.modules))
         for module in self.modules:
             _require_text("module", module)

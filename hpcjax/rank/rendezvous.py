@@ -9,7 +9,9 @@ all have. A timeout then says exactly which processes did not arrive.
 
 from __future__ import annotations
 
+import errno
 import socket
+import sys
 import threading
 import time
 from contextlib import contextmanager
@@ -22,6 +24,9 @@ NO_COORDINATOR = ABORT + b"it could not start the JAX coordination service\n"
 RETRY_S = 0.05
 CLIENT_GRACE_S = 5.0
 POLL_S = 0.01
+SAY_EVERY_S = 30.0  # how often a rank that cannot reach process 0 says so again
+QUIET_REFUSED_S = 10.0  # ... but a refusal only after this long: at first it is the usual race
+RESOLVE_GRACE_S = 3.0  # a resolver failing "for now" (EAI_AGAIN) is retried this long
 
 
 class RendezvousError(HpcjaxError):
@@ -106,13 +111,58 @@ def wait_until_listening(port: int, timeout_s: float) -> bool:
     return False
 
 
+def why(err: BaseException) -> str:
+    """A connection error in a person's words."""
+    if isinstance(err, socket.gaierror):
+        return f"name not known ({err.strerror or err})"
+    if isinstance(err, ConnectionRefusedError):
+        return "connection refused (process 0 is not listening yet, or a firewall rejects the port)"
+    if isinstance(err, (socket.timeout, TimeoutError)):
+        return "timed out (a firewall may drop the packets, or the host is down)"
+    if isinstance(err, OSError) and err.errno in (errno.ENETUNREACH, errno.EHOSTUNREACH):
+        return f"unreachable ({err.strerror})"
+    return f"{type(err).__name__}: {err}"
+
+
+def resolve_coordinator(host: str, port: int, process_id: int) -> None:
+    """Fail fast, with the reason, when the coordinator's name does not resolve here: a
+    retry would only wait out the timeout in silence."""
+    deadline = time.monotonic() + RESOLVE_GRACE_S
+    while True:
+        try:
+            socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+            return
+        except socket.gaierror as err:
+            if time.monotonic() >= deadline or err.errno in (socket.EAI_NONAME, getattr(socket, "EAI_NODATA", -5)):
+                raise RendezvousError(
+                    f"process {process_id} on {socket.gethostname()}: the coordinator host {host!r} does not "
+                    f"resolve here: {why(err)}",
+                    f"the node names must resolve where every rank runs: check `getent hosts {host}` on this "
+                    "node (its /etc/hosts or DNS); inside a container, that the image has an /etc/hosts for "
+                    "the runtime to bind the node's") from err
+            time.sleep(0.5)  # a resolver that failed for now (EAI_AGAIN) gets a few more tries
+
+
 def check_in(host: str, port: int, process_id: int, timeout_s: float) -> None:
     """Any other process: report to process 0 and wait for its "go". It waits a little
-    longer than process 0 does, so that process 0, which knows who is missing, speaks first."""
+    longer than process 0 does, so that process 0, which knows who is missing, speaks first.
+    A coordinator it cannot reach is reported in this rank's log at once, then every
+    SAY_EVERY_S while it keeps trying."""
+    resolve_coordinator(host, port, process_id)
     timeout_s = timeout_s + max(CLIENT_GRACE_S, 0.1 * timeout_s)
-    deadline = time.monotonic() + timeout_s
+    started = time.monotonic()
+    deadline = started + timeout_s
     last_error: Exception | None = None
+    last_said = None
     while time.monotonic() < deadline:
+        # A refusal in the first seconds is the usual race (process 0 still importing JAX).
+        quiet_s = QUIET_REFUSED_S if isinstance(last_error, ConnectionRefusedError) else 0.0
+        if last_error is not None and time.monotonic() - started >= quiet_s and (
+                last_said is None or time.monotonic() - last_said >= SAY_EVERY_S):
+            last_said = time.monotonic()
+            print(f"hpcjax: process {process_id}: cannot reach the coordinator at {host}:{port} yet: "
+                  f"{why(last_error)}; still trying ({last_said - started:.0f} of {timeout_s:.0f} s)",
+                  file=sys.stderr, flush=True)
         try:
             with socket.create_connection((host, port), timeout=min(5.0, timeout_s)) as conn:
                 conn.sendall(f"{process_id}\n".encode())
@@ -130,7 +180,7 @@ def check_in(host: str, port: int, process_id: int, timeout_s: float) -> None:
         time.sleep(RETRY_S)
     raise RendezvousError(
         f"process {process_id}: process 0 at {host}:{port} did not release the roll call within "
-        f"{timeout_s:g} s ({last_error})",
+        f"{timeout_s:g} s (last error: {why(last_error) if last_error else 'none'})",
         "process 0 is waiting for another process, or never started: see its log "
         "(`hpcjax logs JOBID --rank 0`)")
 

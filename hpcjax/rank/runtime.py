@@ -19,6 +19,7 @@ import socket
 import sys
 from typing import MutableMapping
 
+from hpcjax.contract import DEFAULT_HEARTBEAT_TIMEOUT_S, HEARTBEAT_TIMEOUT_ENV
 from hpcjax.errors import HpcjaxError
 from hpcjax.rank.mapping import DistributedEnv, resolve
 from hpcjax.rank.rendezvous import RendezvousError, roll_call
@@ -51,6 +52,18 @@ def init_timeout_s(environ: MutableMapping[str, str] = os.environ) -> int:
     return int(value)
 
 
+def heartbeat_timeout_s(environ: MutableMapping[str, str] = os.environ) -> int:
+    """How long a silent rank (frozen, stopped, its node gone) may go unheard before JAX's
+    coordination service ends the job, naming it."""
+    value = environ.get(HEARTBEAT_TIMEOUT_ENV, "")
+    if not value:
+        return DEFAULT_HEARTBEAT_TIMEOUT_S
+    if not value.isdigit() or int(value) < 2:
+        raise InitializeError(f"{HEARTBEAT_TIMEOUT_ENV}={value!r} is not a number of seconds of at least 2",
+                              f"e.g. {HEARTBEAT_TIMEOUT_ENV}=60 (the default)")
+    return int(value)
+
+
 def prepare_environment(denv: DistributedEnv, environ: MutableMapping[str, str] = os.environ) -> None:
     """Set what JAX reads at import; must run before JAX creates its backends."""
     if denv.platform == "cpu":
@@ -68,12 +81,13 @@ def proxy_configured(environ: MutableMapping[str, str]) -> bool:
     return any(environ.get(name) for name in PROXY_VARS + tuple(v.upper() for v in PROXY_VARS))
 
 
-def initialize_kwargs(denv: DistributedEnv, timeout_s: int, accepted: set[str]) -> dict:
+def initialize_kwargs(denv: DistributedEnv, timeout_s: int, accepted: set[str],
+                      heartbeat_s: int = DEFAULT_HEARTBEAT_TIMEOUT_S) -> dict:
     """The keyword arguments for jax.distributed.initialize, only those this JAX accepts
     (initialization_timeout since 0.6, heartbeat since 0.7, shutdown since 0.8.1)."""
     kwargs = dict(coordinator_address=denv.coordinator_address, num_processes=denv.num_processes,
                   process_id=denv.process_id, cluster_detection_method="deactivate",
-                  initialization_timeout=timeout_s)
+                  initialization_timeout=timeout_s, heartbeat_timeout_seconds=heartbeat_s)
     if denv.platform == "gpu" and denv.local_device_ids is not None:
         kwargs["local_device_ids"] = list(denv.local_device_ids)
     return {k: v for k, v in kwargs.items() if k in accepted}
@@ -128,7 +142,7 @@ def _initialize(denv: DistributedEnv | None, timeout_s: int | None) -> Distribut
     try:
         with roll_call(denv.coordinator_host, denv.coordinator_port, denv.process_id, denv.num_processes,
                        timeout_s):
-            jax.distributed.initialize(**initialize_kwargs(denv, timeout_s, accepted))
+            jax.distributed.initialize(**initialize_kwargs(denv, timeout_s, accepted, heartbeat_timeout_s()))
     except RendezvousError:
         raise
     except Exception as err:  # XlaRuntimeError and friends, with gRPC text

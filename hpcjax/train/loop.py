@@ -3,7 +3,8 @@
 Nothing inside the loop waits for the devices: metrics are read one step late
 (RecordWriter), the learning rate comes from NumPy on the host, and data is
 placed asynchronously. The only pauses on purpose are checkpoint steps (Orbax
-copies the state off the devices before it returns) and the final evaluation.
+copies the state off the devices before it returns) and the final evaluation;
+the per-step stop agreement (train.stop) waits for the other hosts, not the devices.
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ from hpcjax.train import data
 from hpcjax.train.checkpoint import Checkpoints
 from hpcjax.train.metrics import RecordWriter
 from hpcjax.train.config import TrainConfig
-from hpcjax.train.step import StopRequest, Trainer, learning_rate
+from hpcjax.train.step import Trainer, learning_rate
+from hpcjax.train.stop import StopRequest
 
 
 def say(text: str) -> None:
@@ -59,14 +61,16 @@ def train(cfg: TrainConfig) -> dict:
             writer(step, lr, metrics)
             done = step + 1
             last_of_run = cfg.stop_after is not None and done - start >= cfg.stop_after
+            warned = stop.agreed(done)  # every step: a warning is honoured at once, not at a checkpoint
             at_checkpoint = checkpoints.every > 0 and done % checkpoints.every == 0
-            if at_checkpoint or last_of_run or done == cfg.steps:
-                stopped_early = (last_of_run or stop.agreed()) and done < cfg.steps
+            if at_checkpoint or last_of_run or warned or done == cfg.steps:
+                stopped_early = (last_of_run or warned) and done < cfg.steps
                 writer.flush()  # this step's record, timed before the save pauses the loop
                 saved = checkpoints.every > 0 and checkpoints.save(
                     done, state, data_position=done, force=stopped_early or done == cfg.steps)
                 writer.restart_clock()
                 if stopped_early:
+                    stop.leave_marker(done)
                     say(f"stopping after step {done} " + ("(checkpoint saved); run again to resume" if saved
                                                           else "without a checkpoint (--checkpoint-every 0)"))
                     break

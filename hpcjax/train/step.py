@@ -17,8 +17,6 @@ shardings with optax.tree_map_params.
 
 from __future__ import annotations
 
-import signal
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -116,22 +114,3 @@ class Trainer:
         batch = jax.tree.map(lambda x: jax.make_array_from_process_local_data(
             sharding, x[first:last], x.shape), windows)
         return float(jax.device_get(self.eval_loss(params, batch)))
-
-
-class StopRequest:
-    """SLURM's warning before preemption or the time limit (USR2, the script's --signal)."""
-
-    def __init__(self) -> None:
-        self.requested = False
-        if hasattr(signal, "SIGUSR2"):
-            signal.signal(signal.SIGUSR2, self._handle)
-
-    def _handle(self, signum, frame) -> None:
-        self.requested = True
-
-    def agreed(self) -> bool:
-        """Whether any process was warned: every process must stop at the same step."""
-        if jax.process_count() == 1:
-            return self.requested
-        from jax.experimental import multihost_utils
-        return bool(np.any(multihost_utils.process_allgather(np.int32(self.requested))))

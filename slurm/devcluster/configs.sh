@@ -10,7 +10,9 @@ SlurmctldHost=$HOST(127.0.0.1)
 SlurmctldPort=$PORT_BASE
 SlurmdPort=$((PORT_BASE + 1))
 AuthType=auth/munge
-AuthInfo=socket=$DIR/munge/munge.socket
+# cred_expire also holds a requeued job back this long before it may start again
+# (SLURM's default 120 s); shorter here so the requeue tests do not idle.
+AuthInfo=socket=$DIR/munge/munge.socket,cred_expire=20
 SlurmUser=root
 SlurmdUser=root
 StateSaveLocation=$DIR/state
