@@ -89,3 +89,53 @@ def test_a_job_that_stopped_without_requeue_stays_stopped(tmp_path, slurm_cluste
     assert result.returncode == 0, result.stderr
     status = json.loads(run_hpcjax("status", result.stdout.strip(), "--json", cwd=tmp_path).stdout)
     assert [(a["attempt"], a["ended"]) for a in status["attempts"]] == [(1, "stopped")]
+
+
+def test_a_rank_that_cannot_resolve_the_coordinator_fails_fast_and_says_why(tmp_path, slurm_cluster, hpcjax_home):
+    """Rank 3 is told a coordinator name no resolver knows (as in a container without the
+    node names): it fails in seconds, not at the 600 s timeout, and the report says why."""
+    started = time.monotonic()
+    result = run_hpcjax("submit", "--nodes", "2", "--gpus-per-node", "2", "--wait", "--", "bash", "-c",
+                        'if [ "$SLURM_PROCID" = 3 ]; then export JAX_COORDINATOR_ADDRESS=nosuchnode.invalid:1234; '
+                        'fi; exec "$0" -m hpcjax check all', sys.executable, cwd=tmp_path, timeout=300)
+    elapsed = time.monotonic() - started
+    assert result.returncode == 1, result.stderr
+    assert elapsed < 60, f"the job took {elapsed:.0f} s"  # a bound far below the init timeout, not a timing
+    assert "rank 3 on node2 failed: Exited with exit code 1" in result.stderr
+    assert "likely cause: coordinator unreachable" in result.stderr
+    assert "the coordinator host 'nosuchnode.invalid' does not resolve here" in result.stderr
+    status = json.loads(run_hpcjax("status", result.stdout.strip(), "--json", cwd=tmp_path).stdout)
+    assert status["outcome"]["causes"][0]["cause"] == "coordinator unreachable"
+
+
+def test_a_frozen_rank_ends_the_job_within_the_heartbeat_bound_and_is_named(tmp_path, slurm_cluster, hpcjax_home):
+    """SIGSTOP on rank 3 of 8 mid-training: JAX's coordination service misses its
+    heartbeats (bound set to 10 s here), the job ends, and the report blames rank 3, not
+    the ranks that aborted because of it."""
+    run_dir = tmp_path / "run"
+    submitted = run_hpcjax("submit", "--nodes", "2", "--gpus-per-node", "4", "--env", "HPCJAX_HEARTBEAT_TIMEOUT=10",
+                           "--", *train_command(run_dir, "--steps", "100000", "--checkpoint-every", "0"),
+                           cwd=tmp_path)
+    assert submitted.returncode == 0, submitted.stderr
+    job = submitted.stdout.strip()
+    deadline = time.monotonic() + 300
+    while len(records(run_dir)) < 10 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert len(records(run_dir)) >= 10, "training did not get going"
+    pid = rank_pid(tmp_path / "hpcjax-logs" / f"{job}-rank3.log", 3)
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        status = wait_state(job, tmp_path, timeout=120)
+    finally:
+        try:
+            os.kill(pid, signal.SIGCONT)
+        except ProcessLookupError:
+            pass
+    assert status["state"] == "FAILED"
+    outcome = status["outcome"]
+    assert [(f["rank"], f["host"]) for f in outcome["failed"]] == [(3, "node1")]
+    assert "stopped sending heartbeats" in outcome["failed"][0]["reason"]
+    assert outcome["stopped"] == [0, 1, 2, 4, 5, 6, 7]
+    assert outcome["causes"][0]["cause"] == "frozen rank"
+    text = run_hpcjax("status", job, cwd=tmp_path).stdout
+    assert "rank 3 on node1 failed: stopped sending heartbeats" in text

@@ -10,13 +10,18 @@ that were stopped after them.
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from hpcjax.contract import ATTEMPT_LINE, clamp_exit_code
 from hpcjax.errors import JobFailed
+from hpcjax.launch.triage import Finding, silent_ranks, triage
 
 LOG_TAIL_LINES = 20
+TRIAGE_LINES = 200  # of each log, searched for the known causes
+# XLA's fatal errors print a C++ stack of addresses: noise in a report.
+STACK_NOISE = re.compile(r"^\s+@\s+0x[0-9a-f]+|^\*\*\* Check failure stack trace")
+SILENT = "stopped sending heartbeats (frozen, stopped by a signal, or its node lost)"
 # SLURM's words for a job that has ended; the local backend uses the same.
 FINISHED_STATES = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL",
                    "PREEMPTED", "BOOT_FAIL", "DEADLINE"}
@@ -61,6 +66,7 @@ class Outcome:
     stopped: tuple[int, ...] = ()  # the ranks the launcher stopped after the failure
     stopped_by: str = "srun"
     note: str = ""  # what there is to say when no rank reported anything
+    causes: tuple[Finding, ...] = ()  # what the logs show, most specific first (launch.triage)
 
     @property
     def ok(self) -> bool:
@@ -68,6 +74,10 @@ class Outcome:
 
     def as_dict(self) -> dict:
         return {**asdict(self), "ok": self.ok}
+
+    @property
+    def cause(self) -> Finding | None:
+        return self.causes[0] if self.causes else None
 
     def raise_if_failed(self) -> "Outcome":
         """For Python callers: the outcome if the job completed, else JobFailed with the report."""
@@ -86,6 +96,9 @@ class Outcome:
                          f"{', '.join(map(str, self.stopped))}")
         if self.note:
             lines.append(self.note)
+        if self.causes:
+            lines.append(self.causes[0].describe())
+            lines += [f"also seen: {f.cause} ({f.evidence})" for f in self.causes[1:]]
         return "\n".join(lines)
 
 
@@ -97,7 +110,12 @@ def tail_lines(text: str, count: int | None) -> str:
 
 
 def read_tail(path: Path, count: int = LOG_TAIL_LINES) -> str:
-    return tail_lines(path.read_text(errors="replace"), count) if path.is_file() else ""
+    """The last lines of a log, without C++ stack addresses."""
+    if not path.is_file():
+        return ""
+    text = path.read_text(errors="replace")
+    return tail_lines("".join(line for line in text.splitlines(keepends=True) if not STACK_NOISE.match(line)),
+                      count)
 
 
 def last_attempt(batch_log: str) -> str:
@@ -123,10 +141,28 @@ def srun_events(batch_log: str) -> list[TaskEvent]:
 
 
 def analyze(job_id: str, state: str, events: list[TaskEvent], rank_log, *, job_exit_code: int = 0,
-            stopped_by: str = "srun", note: str = "") -> Outcome:
-    """The Outcome of a finished job. `rank_log(rank)` is the path of a rank's log."""
+            stopped_by: str = "srun", note: str = "", batch_log: str = "") -> Outcome:
+    """The Outcome of a finished job. `rank_log(rank)` is the path of a rank's log;
+    `batch_log` the text of the job's (last attempt's) batch log, if it has one."""
     if state == "COMPLETED":
         return Outcome(job_id=job_id, state=state, exit_code=0, stopped_by=stopped_by)
+    outcome = _blame(job_id, state, events, rank_log, job_exit_code, stopped_by, note)
+    texts = {f"rank {r} log": read_tail(rank_log(r), TRIAGE_LINES)
+             for r in sorted({r for e in events for r in e.ranks})}
+    texts["batch log"] = tail_lines(batch_log, TRIAGE_LINES)
+    texts["srun"] = "\n".join(e.what for e in events)
+    silent = silent_ranks("\n".join(texts.values()))
+    if silent:  # the ranks that aborted did so because these went quiet: blame them
+        hosts = {r: e.host for e in events for r in e.ranks}
+        failed = tuple(RankFailure(r, hosts.get(r, "?"), SILENT, str(rank_log(r)), read_tail(rank_log(r)))
+                       for r in silent)
+        others = {r for e in events for r in e.ranks} - set(silent)
+        outcome = Outcome(job_id=job_id, state=state, exit_code=outcome.exit_code, failed=failed,
+                          stopped=tuple(sorted(others)), stopped_by="JAX's coordination service")
+    return replace(outcome, causes=tuple(triage(texts)))
+
+
+def _blame(job_id, state, events, rank_log, job_exit_code, stopped_by, note) -> Outcome:
     # The cause: what was reported before the launcher stopped anyone; failing that,
     # whatever is not a stop. A job that was only stopped (cancelled, timed out) has no
     # failed rank: its ranks are all "stopped".

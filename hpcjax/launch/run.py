@@ -52,11 +52,20 @@ class Run:
         raise NotImplementedError
 
     def describe(self) -> str:
-        """The state for `hpcjax status`."""
-        return f"job {self.job_id} ({self.backend}): {self.state()}"
+        """The state for `hpcjax status`; for a job that failed, its report too."""
+        return self._with_ending(f"job {self.job_id} ({self.backend}): {self.state()}")
 
     def as_dict(self) -> dict:
-        return {"job_id": self.job_id, "backend": self.backend, "state": self.state()}
+        return self._with_outcome({"job_id": self.job_id, "backend": self.backend, "state": self.state()})
+
+    def _with_ending(self, text: str) -> str:
+        outcome = self.outcome
+        return "\n".join(filter(None, [text, self.describe_attempts(),
+                                        outcome.report() if outcome and not outcome.ok else ""]))
+
+    def _with_outcome(self, data: dict) -> dict:
+        outcome = self.outcome
+        return {**data, "attempts": self.attempts(), "outcome": outcome.as_dict() if outcome else None}
 
     # --- the same for every backend ---------------------------------------------------
     def state(self) -> str:

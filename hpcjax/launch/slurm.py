@@ -17,7 +17,7 @@ from pathlib import Path
 from hpcjax.contract import DEFAULT_OUTPUT_DIR, batch_log_path, rank_log_path
 from hpcjax.errors import SlurmNotFound, SubmitError
 from hpcjax.launch import records, slurmctl
-from hpcjax.launch.outcome import Outcome, analyze, read_tail, srun_events
+from hpcjax.launch.outcome import Outcome, analyze, last_attempt, read_tail, srun_events
 from hpcjax.launch.render import render_sbatch
 from hpcjax.launch.run import Run, say
 from hpcjax.launch.spec import JobSpec
@@ -151,17 +151,18 @@ class SlurmRun(Run):
         return slurmctl.hosts_of_ranks(status, self.num_ranks or len(self.rank_logs()))
 
     def describe(self) -> str:
-        return "\n".join(filter(None, [self.status().describe(), self.describe_attempts()]))
+        return self._with_ending(self.status().describe())
 
     def as_dict(self) -> dict:
-        return {**self.status().as_dict(), "attempts": self.attempts()}
+        return self._with_outcome(self.status().as_dict())
 
     def _finish(self, state: str) -> Outcome:
         batch = batch_log_path(self.log_dir, self.job_id)
         text = batch.read_text(errors="replace") if batch.is_file() else ""
         job_code = self._status.job_exit_code if self._status else 0
         return analyze(self.job_id, state, srun_events(text), self._rank_log, job_exit_code=job_code,
-                       note=f"no rank reported an error; last lines of {batch}:\n{read_tail(batch).rstrip()}")
+                       note=f"no rank reported an error; last lines of {batch}:\n{read_tail(batch).rstrip()}",
+                       batch_log=last_attempt(text))
 
     def _rank_log(self, rank: int) -> Path:
         return rank_log_path(self.log_dir, self.job_id, rank)
