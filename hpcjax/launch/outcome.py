@@ -149,8 +149,10 @@ def analyze(job_id: str, state: str, events: list[TaskEvent], rank_log, *, job_e
     outcome = _blame(job_id, state, events, rank_log, job_exit_code, stopped_by, note)
     texts = {f"rank {r} log": read_tail(rank_log(r), TRIAGE_LINES)
              for r in sorted({r for e in events for r in e.ranks})}
-    texts["batch log"] = tail_lines(batch_log, TRIAGE_LINES)
-    texts["srun"] = "\n".join(e.what for e in events)
+    # srun's lines about the ranks it stopped say nothing of the cause: only the failed ranks' count.
+    texts["batch log"] = tail_lines(SRUN_TASK_ERROR.sub("", batch_log), TRIAGE_LINES)
+    blamed = {f.rank for f in outcome.failed}
+    texts["srun"] = "\n".join(f"task {r}: {e.what}" for e in events for r in e.ranks if r in blamed)
     silent = silent_ranks("\n".join(texts.values()))
     if silent:  # the ranks that aborted did so because these went quiet: blame them
         hosts = {r: e.host for e in events for r in e.ranks}

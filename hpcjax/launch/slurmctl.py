@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
+import sys
 import time
 from dataclasses import asdict, dataclass, field
 
@@ -25,7 +26,7 @@ SACCT_FIELDS = ("JobID", "JobName", "State", "ExitCode", "Elapsed", "NodeList", 
 QUERIES = {"squeue", "sacct", "sinfo", "scontrol"}
 QUERY_TRIES, QUERY_BACKOFF_S = 4, 0.5
 # Answers that will not change on a retry.
-FINAL_ERRORS = ("Invalid job id", "Invalid user", "Unknown")
+FINAL_ERRORS = ("Invalid job id", "Invalid user", "Unknown", "accounting storage is disabled")
 
 
 def run_slurm(argv: list[str]) -> str:
@@ -87,14 +88,63 @@ class JobStatus:
         return "\n".join(lines)
 
 
+# After accounting failed (slurmdbd down, or no accounting at all), ask the controller
+# alone for this long before trying accounting again: each try costs its retries.
+ACCOUNTING_RETRY_S = 60.0
+_accounting = {"down_until": 0.0, "told": False}
+
+
+def accounting_rows(job_id: str) -> list[dict] | None:
+    """sacct's rows for the job, or None when accounting cannot be asked (said once)."""
+    if time.monotonic() < _accounting["down_until"]:
+        return None
+    try:
+        text = run_slurm(["sacct", "-j", job_id, "-P", "-n", "-o", ",".join(SACCT_FIELDS)])
+    except SlurmNotFound:
+        raise
+    except HpcjaxError as err:
+        _accounting["down_until"] = time.monotonic() + ACCOUNTING_RETRY_S
+        if not _accounting["told"]:
+            _accounting["told"] = True
+            said = err.message.strip().splitlines()[-1].split("error: ")[-1]  # sacct's last word
+            print(f"warning: SLURM accounting is unavailable ({said}); following the job through the "
+                  "controller (squeue, scontrol), which forgets a job MinJobAge after it ends: finished jobs "
+                  "older than that cannot be looked up, and steps are not listed", file=sys.stderr, flush=True)
+        return None
+    return [dict(zip(SACCT_FIELDS, line.split("|"))) for line in text.splitlines() if line]
+
+
+def controller_row(job_id: str) -> dict:
+    """What the controller knows of the job (`scontrol show job`), in sacct's field names."""
+    try:
+        text = run_slurm(["scontrol", "show", "job", "-o", job_id])
+    except HpcjaxError as err:
+        if "Invalid job id" in err.message:
+            return {}
+        raise
+    fields = dict(re.findall(r"(\w+)=(\S*)", text))
+    return {"JobID": job_id, "JobName": fields.get("JobName", ""), "State": fields.get("JobState", ""),
+            "ExitCode": fields.get("ExitCode", ""), "Elapsed": fields.get("RunTime", ""),
+            "NodeList": fields.get("NodeList", ""), "Reason": fields.get("Reason", ""),
+            "WorkDir": fields.get("WorkDir", "")}
+
+
 def job_status(job_id: str) -> JobStatus:
     """The job's state: the controller's word while it remembers the job (it is
     current; accounting lags a moment behind), accounting's for older jobs, and
-    accounting's exit code, elapsed time, working directory and steps."""
+    accounting's exit code, elapsed time, working directory and steps. Without
+    accounting, the controller's alone."""
     job_id = check_job_id(job_id)
-    text = run_slurm(["sacct", "-j", job_id, "-P", "-n", "-o", ",".join(SACCT_FIELDS)])
-    rows = [dict(zip(SACCT_FIELDS, line.split("|"))) for line in text.splitlines() if line]
-    main = next((r for r in rows if r["JobID"] == job_id), {})
+    rows = accounting_rows(job_id)
+    if rows is None:
+        main = controller_row(job_id)
+        rows = []
+        if not main:
+            raise HpcjaxError(f"SLURM knows no job {job_id}, and accounting is unavailable",
+                              "the controller forgets a job MinJobAge after it ends; check the id with "
+                              "`squeue --me`")
+    else:
+        main = next((r for r in rows if r["JobID"] == job_id), {})
     queue = _queue_line(job_id)
     if not queue and not main:
         raise HpcjaxError(f"SLURM knows no job {job_id}", "check the id with `squeue --me` or `sacct`")
@@ -134,8 +184,10 @@ def cancel_job(job_id: str) -> None:
 def hosts_of_ranks(status: JobStatus, num_ranks: int) -> dict[int, str]:
     """Rank -> node for the job's first step: srun places ranks block-wise, nodes in order."""
     step = next((s for s in status.steps if s["JobID"] == f"{status.job_id}.0"), None)
-    if step is None or not step["NodeList"] or not num_ranks:
+    # Without accounting there are no steps: hpcjax's one step spans the job's nodes.
+    nodelist = step["NodeList"] if step else status.nodelist
+    if not nodelist or nodelist in ("None assigned", "(null)") or not num_ranks:
         return {}
-    hosts = run_slurm(["scontrol", "show", "hostnames", step["NodeList"]]).split()
+    hosts = run_slurm(["scontrol", "show", "hostnames", nodelist]).split()
     per_node = -(-num_ranks // len(hosts))
     return {rank: hosts[min(rank // per_node, len(hosts) - 1)] for rank in range(num_ranks)}
