@@ -7,6 +7,7 @@ import json
 import os
 import re
 import signal
+import subprocess
 import sys
 import time
 
@@ -139,3 +140,25 @@ def test_a_frozen_rank_ends_the_job_within_the_heartbeat_bound_and_is_named(tmp_
     assert outcome["causes"][0]["cause"] == "frozen rank"
     text = run_hpcjax("status", job, cwd=tmp_path).stdout
     assert "rank 3 on node1 failed: stopped sending heartbeats" in text
+
+
+def test_logs_follow_streams_every_rank_while_the_job_runs(tmp_path, slurm_cluster, hpcjax_home):
+    script = ('echo "hello from $SLURM_PROCID"; sleep 8; echo "bye from $SLURM_PROCID"')
+    submitted = run_hpcjax("submit", "--nodes", "2", "--gpus-per-node", "2", "--", "bash", "-c", script,
+                           cwd=tmp_path)
+    assert submitted.returncode == 0, submitted.stderr
+    job = submitted.stdout.strip()
+    follower = subprocess.Popen([sys.executable, "-m", "hpcjax", "logs", job, "--follow"], cwd=tmp_path,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    first = follower.stdout.readline()
+    # The first line arrives while the job still sleeps: it was streamed, not read at the end.
+    assert json.loads(run_hpcjax("status", job, "--json", cwd=tmp_path).stdout)["state"] == "RUNNING"
+    rest, err = follower.communicate(timeout=120)
+    lines = (first + rest).splitlines()
+    assert follower.returncode == 0, err
+    assert f"job {job} ended COMPLETED" in err
+    for rank, host in ((0, "node1"), (1, "node1"), (2, "node2"), (3, "node2")):
+        hello, bye = f"[rank {rank} {host}] hello from {rank}", f"[rank {rank} {host}] bye from {rank}"
+        assert hello in lines and bye in lines and lines.index(hello) < lines.index(bye)
+    assert len(lines) == 8
+    assert run_hpcjax("logs", job, "--follow", "--tail", "3", cwd=tmp_path).returncode == 2

@@ -8,6 +8,7 @@ import json
 import sys
 from pathlib import Path
 
+from hpcjax.errors import UsageError
 from hpcjax.cli.options import add_backend_option, add_job_options, spec_from_args, write_atomically
 
 
@@ -75,7 +76,24 @@ def cmd_status(args: argparse.Namespace, command: list[str]) -> int:
 def cmd_logs(args: argparse.Namespace, command: list[str]) -> int:
     from hpcjax.launch import attach
 
-    sys.stdout.write(attach(args.job_id).logs(rank=args.rank, tail=args.tail))
+    if args.follow and args.tail is not None:
+        raise UsageError("--tail and --follow together", "--follow streams each log from its start; "
+                         "drop --tail, or use --tail without --follow")
+    run = attach(args.job_id)
+    if not args.follow:
+        sys.stdout.write(run.logs(rank=args.rank, tail=args.tail))
+        return 0
+
+    def write(text: str) -> None:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+
+    try:
+        state = run.follow_logs(write, rank=args.rank)
+    except KeyboardInterrupt:
+        print(f"\ninterrupted: stopped following job {run.job_id} (it keeps running)", file=sys.stderr)
+        return 130
+    print(f"job {run.job_id} ended {state}", file=sys.stderr)
     return 0
 
 
@@ -111,6 +129,8 @@ def add_job_verbs(sub) -> None:
     logs.add_argument("job_id")
     logs.add_argument("--rank", type=int, help="only this rank")
     logs.add_argument("--tail", type=int, help="only the last N lines of each rank")
+    logs.add_argument("-f", "--follow", action="store_true",
+                      help="stream new lines while the job runs; stop when it ends")
     logs.set_defaults(run=cmd_logs, takes_command=False)
 
     cancel = sub.add_parser("cancel", help="cancel a job")

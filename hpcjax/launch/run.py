@@ -144,3 +144,33 @@ class Run:
             prefix = f"[rank {r} {hosts.get(r, '?')}] "
             out += [prefix + line + "\n" for line in tail_lines(path.read_text(errors="replace"), tail).splitlines()]
         return "".join(out)
+
+    def follow_logs(self, write, rank: int | None = None) -> str:
+        """Stream every rank's new lines (or one rank's) through write(text) as the job runs,
+        prefixed `[rank R host] `, until it ends; return its final state. Requeued attempts
+        append to the same logs, so they stream on."""
+        offsets: dict[int, int] = {}
+        partial: dict[int, str] = {}
+        hosts: dict[int, str] = {}
+        while True:
+            state, _ = self.poll()
+            ended = state in FINISHED_STATES
+            logs = {r: p for r, p in self.rank_logs().items() if rank is None or r == rank}
+            if logs and len(hosts) < len(logs) and state != "PENDING":
+                hosts = self.hosts()
+            for r, path in logs.items():
+                with open(path, errors="replace") as handle:
+                    handle.seek(offsets.get(r, 0))
+                    text = partial.pop(r, "") + handle.read()
+                    offsets[r] = handle.tell()
+                lines = text.splitlines(keepends=True)
+                if lines and not lines[-1].endswith("\n") and not ended:
+                    partial[r] = lines.pop()  # the rest of the line is still being written
+                prefix = "" if rank is not None else f"[rank {r} {hosts.get(r, '?')}] "
+                if lines:
+                    write("".join(prefix + line if line.endswith("\n") else prefix + line + "\n"
+                                  for line in lines))
+            if ended:
+                return state
+            time.sleep(min(self.poll_s, 1.0))
+
