@@ -14,7 +14,7 @@ import time
 import pytest
 
 from conftest import run_hpcjax
-from test_train_cluster import MODEL, records
+from test_train_cluster import MODEL, records, wait_records
 
 pytestmark = pytest.mark.cluster
 
@@ -59,10 +59,7 @@ def test_a_warning_on_one_rank_stops_every_rank_at_once_and_the_job_requeues_its
                            *train_command(warned, "--checkpoint-every", "1000"), cwd=tmp_path)
     assert baseline.returncode == 0 and submitted.returncode == 0, baseline.stderr + submitted.stderr
     job = submitted.stdout.strip()
-    deadline = time.monotonic() + 300
-    while len(records(warned)) < 20 and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert len(records(warned)) >= 20, "training did not get going"
+    wait_records(warned, 20)
     os.kill(rank_pid(tmp_path / "hpcjax-logs" / f"{job}-rank1.log", 1), signal.SIGUSR2)
     seen_at_signal = len(records(warned))  # metrics are written one step late: this is a lower bound
 
@@ -119,10 +116,7 @@ def test_a_frozen_rank_ends_the_job_within_the_heartbeat_bound_and_is_named(tmp_
                            cwd=tmp_path)
     assert submitted.returncode == 0, submitted.stderr
     job = submitted.stdout.strip()
-    deadline = time.monotonic() + 300
-    while len(records(run_dir)) < 10 and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert len(records(run_dir)) >= 10, "training did not get going"
+    wait_records(run_dir, 10)
     pid = rank_pid(tmp_path / "hpcjax-logs" / f"{job}-rank3.log", 3)
     os.kill(pid, signal.SIGSTOP)
     try:

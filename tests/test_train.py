@@ -92,3 +92,31 @@ def test_bad_training_options_are_refused(tmp_path):
                                  *options], capture_output=True, text=True, env=env)
         assert result.returncode == 2 and words in result.stderr and "hint:" in result.stderr, result.stderr
         assert "Traceback" not in result.stderr
+
+
+def test_a_warning_to_one_process_stops_both_at_the_same_step_on_the_local_backend(tmp_path, hpcjax_home):
+    """Two processes (the local backend), USR2 to process 1 only, no checkpoint due for
+    1000 steps: both agree to stop within a few steps, save, and exit cleanly."""
+    import signal
+    import time
+
+    from hpcjax import launch
+    from hpcjax.launch.spec import JobSpec, Layout
+
+    run_dir = tmp_path / "run"
+    spec = JobSpec(command=(sys.executable, "-m", "hpcjax", "train", "--steps", "5000", "--checkpoint-every", "1000",
+                            "--run-dir", str(run_dir), *SMALL), layout=Layout(nodes=1, gpus_per_node=2),
+                   output_dir=str(tmp_path / "logs"))
+    run = launch.submit(spec, "local")
+    metrics = run_dir / "metrics.jsonl"
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and (not metrics.exists() or len(metrics.read_text().splitlines()) < 10):
+        time.sleep(0.05)
+    seen = len(metrics.read_text().splitlines())
+    run.procs[1].send_signal(signal.SIGUSR2)
+    outcome = run.wait(progress=False)
+    assert outcome.ok, outcome.report()
+    last = json.loads(metrics.read_text().splitlines()[-1])
+    assert last["stopped_early"] and seen <= last["step"] <= seen + 5
+    assert sorted(int(p.name) for p in (run_dir / "checkpoints").iterdir()) == [last["step"]]
+    assert f"stopping after step {last['step']} (checkpoint saved)" in run.logs(rank=0)

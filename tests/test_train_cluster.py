@@ -24,6 +24,15 @@ def records(run_dir):
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
+def wait_records(run_dir, count: int, timeout: float = 300) -> int:
+    """Wait until training has written `count` records; fail if it never gets going."""
+    deadline = time.monotonic() + timeout
+    while len(records(run_dir)) < count and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert len(records(run_dir)) >= count, "training did not get going"
+    return len(records(run_dir))
+
+
 def test_two_node_training_checkpoints_and_finishes(tmp_path, slurm_cluster, hpcjax_home):
     run_dir = tmp_path / "run"
     result = run_hpcjax("submit", "--nodes", "2", "--gpus-per-node", "4", "--wait", "--", sys.executable, "-m",
@@ -47,10 +56,8 @@ def test_preemption_warning_saves_and_the_next_job_resumes(tmp_path, slurm_clust
     submitted = run_hpcjax("submit", "--nodes", "2", "--gpus-per-node", "2", "--", *command, cwd=tmp_path)
     assert submitted.returncode == 0, submitted.stderr
     job = submitted.stdout.strip()
+    wait_records(run_dir, 25)
     deadline = time.monotonic() + 300
-    while len(records(run_dir)) < 25 and time.monotonic() < deadline:
-        time.sleep(1)
-    assert len(records(run_dir)) >= 25, "training did not get going"
     # What SLURM sends before the time limit or a preemption (the script's --signal=USR2@...).
     subprocess.run(["scancel", "--signal=USR2", job], check=True)
     while json.loads(run_hpcjax("status", job, "--json", cwd=tmp_path).stdout)["state"] not in (
