@@ -156,3 +156,30 @@ def test_logs_follow_streams_every_rank_while_the_job_runs(tmp_path, slurm_clust
         assert hello in lines and bye in lines and lines.index(hello) < lines.index(bye)
     assert len(lines) == 8
     assert run_hpcjax("logs", job, "--follow", "--tail", "3", cwd=tmp_path).returncode == 2
+
+
+def test_retry_failed_requeues_a_failure_and_leaves_out_a_node_that_failed_twice(
+        tmp_path, slurm_cluster, hpcjax_home):
+    """A one-node job that fails on whichever node its first attempt ran (a bad node): the
+    next attempt lands there again (the scheduler's choice) and fails, the third runs with
+    that node excluded and completes; without --retry-failed a failure ends the job."""
+    bad = tmp_path / "bad-node"
+    script = (f'[ -s {bad} ] || echo "$SLURMD_NODENAME" > {bad}; '
+              f'if [ "$(cat {bad})" = "$SLURMD_NODENAME" ]; then echo "bad node"; exit 3; fi')
+    result = run_hpcjax("submit", "--nodes", "1", "--gpus-per-node", "4", "--requeue", "2", "--retry-failed",
+                        "--wait", "--", "bash", "-c", script, cwd=tmp_path, timeout=600)
+    assert result.returncode == 0, result.stderr
+    job, node = result.stdout.strip(), bad.read_text().strip()
+    attempts = json.loads(run_hpcjax("status", job, "--json", cwd=tmp_path).stdout)["attempts"]
+    ended = [(a["ended"], a["nodes"], a["failed_node"]) for a in attempts]
+    assert ended[0] == ("failed", node, node) and ended[-1][0] == "completed" and ended[-1][1] != node
+    if len(ended) == 3:  # the second attempt ran on the bad node again: it was excluded after it
+        assert ended[1] == ("failed", node, node)
+        batch = (tmp_path / "hpcjax-logs" / f"{job}-batch.log").read_text()
+        assert f"excluding node(s) {node} from the next attempts" in batch
+
+    once = run_hpcjax("submit", "--nodes", "1", "--gpus-per-node", "4", "--requeue", "2", "--wait", "--",
+                      "bash", "-c", "exit 3", cwd=tmp_path, timeout=300)
+    assert once.returncode == 3
+    status = json.loads(run_hpcjax("status", once.stdout.strip(), "--json", cwd=tmp_path).stdout)
+    assert [a["ended"] for a in status["attempts"]] == ["failed"]

@@ -93,6 +93,8 @@ def _specs_for_shellcheck(tmp_path: Path):
                       partition="gpu", mem="0", exclusive=layout.nodes > 1)
     for runtime in ("apptainer", "singularity", "none"):
         yield hostile_spec(marker, image, runtime)
+    yield JobSpec(command=("python", "train.py"), requeue=2)
+    yield JobSpec(command=("python", "train.py"), requeue=1, retry_failed=True)
 
 
 def test_every_rendered_script_is_shellcheck_and_bash_n_clean(tmp_path):
@@ -106,7 +108,7 @@ def test_every_rendered_script_is_shellcheck_and_bash_n_clean(tmp_path):
         syntax = subprocess.run(["bash", "-n"], input=text, capture_output=True, text=True)
         assert syntax.returncode == 0, syntax.stderr
         count += 1
-    assert count == 18
+    assert count == 20
 
 
 def _stub(bin_dir: Path, name: str, body: str) -> None:
@@ -158,3 +160,16 @@ def test_hostile_strings_are_never_executed_and_arrive_verbatim(tmp_path):
     assert exported["APPTAINERENV_JAX_LOCAL_DEVICE_IDS"] == "0"
     assert files["MODULE_FILE"].read_text().split("\0")[:-1] == ["load", spec.modules[0]]
     assert Path(spec.output_dir).is_dir()  # created by name, not evaluated
+
+
+def test_requeue_directives_and_budget_appear_only_when_asked():
+    plain = render_sbatch(JobSpec(command=("x",)))
+    assert "--requeue" not in plain and "scontrol requeue" not in plain and "--open-mode" not in plain
+    assert "-attempts.jsonl" in plain  # every job records how its attempt ended
+    text = render_sbatch(JobSpec(command=("x",), requeue=2))
+    assert "#SBATCH --requeue\n" in text and "#SBATCH --open-mode=append\n" in text
+    assert '[ "$hpcjax_ended" = stopped ]; } && [ "$hpcjax_attempt" -le 2 ]' in text
+    assert "ExcNodeList" not in text
+    retried = render_sbatch(JobSpec(command=("x",), requeue=1, retry_failed=True))
+    assert '|| [ "$hpcjax_ended" = failed ]; } && [ "$hpcjax_attempt" -le 1 ]' in retried
+    assert "ExcNodeList" in retried

@@ -83,6 +83,9 @@ def test_container_rules(tmp_path):
     (dict(command=("x",), env={"1BAD": "v"}), "invalid environment variable name"),
     (dict(command=("x",), env={"HPCJAX_NODES": "3"}), "set by hpcjax itself"),
     (dict(command=("x",), modules=("dl\nrm -rf /",)), "control character"),
+    (dict(command=("x",), requeue=-1), "requeue"),
+    (dict(command=("x",), requeue="2"), "requeue"),
+    (dict(command=("x",), retry_failed=True), "retry_failed needs a requeue budget"),
 ])
 def test_bad_job_fields(kwargs, words):
     with pytest.raises(SpecError) as err:

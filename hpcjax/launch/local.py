@@ -47,6 +47,10 @@ def check_local_spec(spec: JobSpec) -> None:
     if shutil.which(program) is None:
         raise UsageError(f"the command {program!r} is not found on this machine",
                          "give a program on the PATH or a path to an executable file")
+    if spec.requeue:
+        raise UsageError("the local backend does not requeue: --requeue is the SLURM job requeueing itself",
+                         "drop --requeue for --backend local (run again to resume from the checkpoint), "
+                         "or submit to SLURM")
     if spec.modules:
         raise UsageError("the local backend cannot `module load` (that is the cluster's module system)",
                          "drop --module for --backend local, or submit to SLURM")
