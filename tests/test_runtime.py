@@ -133,6 +133,28 @@ def test_check_in_without_a_coordinator_says_so():
         check_in("127.0.0.1", free_port(), 3, 0.5)
 
 
+def test_a_rank_that_cannot_reach_process_0_says_why_at_once_and_again(monkeypatch, capsys):
+    from hpcjax.rank import rendezvous
+
+    monkeypatch.setattr(rendezvous, "QUIET_REFUSED_S", 0.2)
+    monkeypatch.setattr(rendezvous, "SAY_EVERY_S", 1.0)
+    with pytest.raises(RendezvousError, match="last error: connection refused"):
+        check_in("127.0.0.1", free_port(), 3, 0.5)  # waits 0.5 + 5 s grace
+    said = [line for line in capsys.readouterr().err.splitlines() if "cannot reach the coordinator" in line]
+    assert len(said) >= 3  # after the quiet start, then about every second
+    assert said[0].startswith("hpcjax: process 3: cannot reach the coordinator at 127.0.0.1:")
+    assert "connection refused" in said[0] and "still trying" in said[0]
+
+
+def test_a_coordinator_name_that_does_not_resolve_fails_at_once_with_a_hint():
+    started = time.monotonic()
+    with pytest.raises(RendezvousError) as err:
+        check_in("no-such-node.invalid", 12345, 5, 600)
+    assert time.monotonic() - started < 30  # not the 600 s timeout
+    assert "the coordinator host 'no-such-node.invalid' does not resolve here: name not known" in err.value.message
+    assert "getent hosts no-such-node.invalid" in err.value.hint and "/etc/hosts" in err.value.hint
+
+
 def test_gather_reports_a_busy_port():
     port = free_port()
     with socket.create_server(("127.0.0.1", port)):
