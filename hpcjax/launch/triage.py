@@ -27,9 +27,10 @@ def _cause(name: str, pattern: str, hint: str) -> Cause:
 
 
 CAUSES = (
-    _cause("frozen rank", r"stopped sending heartbeats|heartbeat timeout",
-           "a rank stopped answering (stopped with SIGSTOP, stuck, swapping, or its node lost): see its log "
-           "and the node's state; the bound is HPCJAX_HEARTBEAT_TIMEOUT seconds (default 60)"),
+    _cause("frozen rank", r"stopped sending heartbeats|heartbeat timeout|no training step finished for",
+           "a rank stopped answering (stopped with SIGSTOP, stuck in a collective, swapping, or its node lost): "
+           "see its log and the node's state; the bounds are HPCJAX_HEARTBEAT_TIMEOUT (default 60 s) and, "
+           "for training steps, HPCJAX_STEP_TIMEOUT (default 1800 s)"),
     _cause("coordinator unreachable",
            r"does not resolve here|cannot reach the coordinator|failed to connect to all addresses|"
            r"Name or service not known|DNS resolution failed",

@@ -19,7 +19,7 @@ from hpcjax.train.checkpoint import Checkpoints
 from hpcjax.train.metrics import RecordWriter
 from hpcjax.train.config import TrainConfig
 from hpcjax.train.step import Trainer, learning_rate
-from hpcjax.train.stop import StopRequest
+from hpcjax.train.stop import StepWatchdog, StopRequest, step_timeout_s
 
 
 def say(text: str) -> None:
@@ -52,13 +52,15 @@ def train(cfg: TrainConfig) -> dict:
                           peak_flops=cfg.peak_tflops * 1e12 * jax.device_count(),
                           total_steps=cfg.steps, log_every=cfg.log_every)
     stop, stopped_early = StopRequest(), False
+    watchdog = StepWatchdog(step_timeout_s(), jax.process_index())
     batches = trainer.batches(corpus, start)
     done = start
     try:
         for step in range(start, cfg.steps):
             lr = learning_rate(cfg, step)
             state, metrics = trainer.train_step(state, next(batches), lr)
-            writer(step, lr, metrics)
+            writer(step, lr, metrics)  # waits for the previous step's metrics: it has finished
+            watchdog.beat(step)
             done = step + 1
             last_of_run = cfg.stop_after is not None and done - start >= cfg.stop_after
             warned = stop.agreed(done)  # every step: a warning is honoured at once, not at a checkpoint
@@ -69,6 +71,7 @@ def train(cfg: TrainConfig) -> dict:
                 saved = checkpoints.every > 0 and checkpoints.save(
                     done, state, data_position=done, force=stopped_early or done == cfg.steps)
                 writer.restart_clock()
+                watchdog.beat()
                 if stopped_early:
                     stop.leave_marker(done)
                     say(f"stopping after step {done} " + ("(checkpoint saved); run again to resume" if saved
@@ -78,6 +81,7 @@ def train(cfg: TrainConfig) -> dict:
         val_loss = None if stopped_early else trainer.validation_loss(val_tokens, state["params"])
         writer.write_event({"step": done, "val_loss": val_loss, "stopped_early": stopped_early})
     finally:
+        watchdog.close()  # the final evaluation and the last save's wait are not steps
         checkpoints.close()
         writer.close()
     return summarize(cfg, writer.history, start, val_loss, stopped_early, run_dir)
