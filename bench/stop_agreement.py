@@ -2,7 +2,7 @@
 per-step stop agreement, over the same loop without any check, measured in the
 same job (and, for comparison, a device all-gather of the flag each step).
 
-    python bench/stop_agreement.py [--backend local|slurm] [--steps 20] [--rounds 5]
+    python bench/stop_agreement.py [--backend local|slurm] [--steps 20] [--rounds 3]
 
 4 processes x 1 emulated GPU (the local backend: this machine's CPU; slurm: the
 dev cluster's 2 nodes). Prints ms/step per variant and the ratio to no check.
@@ -26,7 +26,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--backend", default="local")
     parser.add_argument("--steps", type=int, default=20)
-    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as logs:
         spec = JobSpec(command=(sys.executable, str(RANK), str(args.steps), str(args.rounds)),

@@ -165,6 +165,7 @@ def test_a_killed_rank_ends_the_job_and_is_named(tmp_path, slurm_cluster, hpcjax
     result = outcome["result"]
     assert result.returncode != 0
     assert "rank 3 on node1 failed: Killed" in result.stderr
+    assert "likely cause: killed by a signal" in result.stderr
     assert "ranks stopped by srun after the failure: 0, 1, 2, 4, 5, 6, 7" in result.stderr
     assert json.loads(run_hpcjax("status", result.stdout.strip(), "--json", cwd=tmp_path).stdout)["state"] == "FAILED"
 

@@ -10,7 +10,7 @@ from hpcjax.errors import ConfigError, UsageError
 from hpcjax.train.config import ModelConfig, TrainConfig
 
 BAD = [
-    (dict(strategy="zero3"), "unknown strategy 'zero3'", "dp, fsdp, tp, fsdp_tp"),
+    (dict(strategy="zero3"), "unknown strategy 'zero3'", "dp, fsdp, tp, fsdp_tp, hsdp"),
     (dict(steps=0), "steps must be an integer >= 1, got 0", "--steps"),
     (dict(batch_size=-4), "batch_size must be an integer >= 1", "--batch-size"),
     (dict(accum_steps=0), "accum_steps must be an integer >= 1", "--accum-steps"),
@@ -25,6 +25,12 @@ BAD = [
     (dict(steps=True), "steps must be an integer >= 1, got True", "--steps"),
     (dict(run_dir=""), "run_dir must be a non-empty path", "--run-dir"),
     (dict(model="big"), "model must be a ModelConfig", "ModelConfig"),
+    (dict(steps=10, profile_steps="3:10"), "profile_steps 3:10 reaches past the last step (9)", "--steps 10"),
+    (dict(profile_steps="5:3"), "malformed profile_steps '5:3'", "--profile-steps 3:5"),
+    (dict(profile_steps="3-5"), "malformed profile_steps '3-5'", "A <= B"),
+    (dict(profile_server=70000), "profile_server=70000 is not a TCP port", "1..65535"),
+    (dict(profile_server=0), "profile_server must be an integer >= 1", "--profile-server"),
+    (dict(compile_cache=""), "compile_cache must be auto, off or a directory", "--compile-cache"),
 ]
 
 

@@ -46,6 +46,7 @@ TABLE = [
                          "op.preamble.length <= op.nbytes. 4 vs 0"),
     ("time limit", "slurmstepd: error: *** JOB 1234 ON node1 CANCELLED AT 2026-11-22T10:00:00 DUE TO TIME "
                    "LIMIT ***"),
+    ("warning signal not handled", "srun: error: node2: task 3: User defined signal 2"),
     ("preemption", "slurmstepd: error: *** JOB 1234 ON node1 CANCELLED AT 2026-11-22T10:00:00 DUE TO "
                    "PREEMPTION ***"),
     ("node failure", "slurmstepd: error: *** JOB 1234 ON node2 CANCELLED AT 2026-11-22T10:00:00 DUE TO NODE "

@@ -14,7 +14,7 @@ from hpcjax.contract import DEFAULT_RUN_DIR
 def add_train_verb(sub) -> None:
     train = sub.add_parser("train", help="train the example transformer (every rank runs this)")
     g = train.add_argument_group("parallelism")
-    g.add_argument("--strategy", default="fsdp", help="dp, fsdp, tp or fsdp_tp (default fsdp)")
+    g.add_argument("--strategy", default="fsdp", help="dp, fsdp, tp, fsdp_tp, or hsdp (FSDP within each node, data parallel across nodes); default fsdp")
     g.add_argument("--tensor-size", type=int, help="fsdp_tp: devices on the tensor axis (default 2)")
     g = train.add_argument_group("optimization")
     g.add_argument("--steps", type=int, default=200)
@@ -40,6 +40,14 @@ def add_train_verb(sub) -> None:
     g.add_argument("--corpus-bytes", type=int, default=4 << 20)
     g.add_argument("--peak-tflops", type=float, default=312.0, help="per device, for MFU (default A100 bf16)")
     g.add_argument("--stop-after", type=int, help="stop after this many steps, as if preempted")
+    g.add_argument("--compile-cache", default="auto",
+                   help="JAX's persistent compilation cache: auto (<run-dir>/compile-cache, the default), off, "
+                        "or a directory on shared storage")
+    g = train.add_argument_group("profiling")
+    g.add_argument("--profile-steps", metavar="A:B", help="a profiler trace of steps A..B into <run-dir>/profile")
+    g.add_argument("--profile-all-ranks", action="store_true", help="trace on every process, not only process 0")
+    g.add_argument("--profile-server", type=int, metavar="PORT",
+                   help="start JAX's profiler server on PORT for captures on demand")
     g.add_argument("--json", action="store_true", help="print the summary as JSON on stdout (process 0)")
     train.set_defaults(run=cmd_train, takes_command=False)
 

@@ -55,6 +55,10 @@ CAUSES = (
            "a collective failed between ranks: often a consequence of another rank's failure (see the other "
            "causes); otherwise the network between nodes (NCCL_DEBUG=INFO, NCCL_SOCKET_IFNAME)"),
     _cause("time limit", r"DUE TO TIME LIMIT", "raise --time, or checkpoint and use --requeue N"),
+    _cause("warning signal not handled", r"User defined signal 2|Killed by signal SIGUSR2",
+           "SLURM sends USR2 120 s before the time limit (and at preemption) so a run can save; this "
+           "program does not catch it and died. Catch SIGUSR2 (hpcjax train and hpcjax.train do), or "
+           "raise --time"),
     _cause("preemption", r"DUE TO PREEMPTION", "use --requeue N so the job comes back and resumes"),
     _cause("node failure", r"DUE TO NODE FAIL|NODE_FAIL",
            "a node was lost; --requeue N --retry-failed runs the job again and leaves a node out after two "

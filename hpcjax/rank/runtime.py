@@ -17,10 +17,13 @@ import inspect
 import os
 import socket
 import sys
+import time
+from pathlib import Path
 from typing import MutableMapping
 
 from hpcjax.contract import DEFAULT_HEARTBEAT_TIMEOUT_S, HEARTBEAT_TIMEOUT_ENV
 from hpcjax.errors import HpcjaxError
+from hpcjax.rank import compile_cache
 from hpcjax.rank.mapping import DistributedEnv, resolve
 from hpcjax.rank.rendezvous import RendezvousError, roll_call
 
@@ -102,6 +105,17 @@ def describe(denv: DistributedEnv) -> str:
 
 
 _initialized: DistributedEnv | None = None  # what this process was initialized with
+initialized_at: float | None = None  # time.monotonic() when initialize() returned
+
+
+def process_age_s() -> float | None:
+    """Seconds since this process started (Linux's /proc), for the time to first step."""
+    try:
+        start_ticks = int(Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[19])
+        uptime = float(Path("/proc/uptime").read_text().split()[0])
+        return max(0.0, uptime - start_ticks / os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def initialize(denv: DistributedEnv | None = None, *, timeout_s: int | None = None) -> DistributedEnv:
@@ -110,7 +124,9 @@ def initialize(denv: DistributedEnv | None = None, *, timeout_s: int | None = No
     global _initialized
     if _initialized is not None:
         return _initialized
+    global initialized_at
     _initialized = _initialize(denv, timeout_s)
+    initialized_at = time.monotonic()
     return _initialized
 
 
@@ -126,6 +142,7 @@ def _initialize(denv: DistributedEnv | None, timeout_s: int | None) -> Distribut
         jax.config.update("jax_num_cpu_devices", denv.devices_per_process)
         if denv.is_distributed:
             jax.config.update("jax_cpu_collectives_implementation", "gloo")
+    compile_cache.enable_from_environment()
     print(describe(denv), file=sys.stderr, flush=True)
     if not denv.is_distributed:
         return denv

@@ -15,7 +15,7 @@ from hpcjax.contract import DEFAULT_RUN_DIR
 from hpcjax.errors import ConfigError
 from hpcjax.validate import require_choice, require_int, require_number
 
-STRATEGIES = ("dp", "fsdp", "tp", "fsdp_tp")
+STRATEGIES = ("dp", "fsdp", "tp", "fsdp_tp", "hsdp")  # hsdp: FSDP within each node, data parallel across nodes
 
 
 def _option(name: str) -> str:
@@ -60,7 +60,7 @@ class ModelConfig:
 @dataclass(frozen=True, kw_only=True)
 class TrainConfig:
     model: ModelConfig = field(default_factory=ModelConfig)
-    strategy: str = "fsdp"  # dp | fsdp | tp | fsdp_tp
+    strategy: str = "fsdp"  # dp | fsdp | tp | fsdp_tp | hsdp
     tensor_size: int | None = None  # fsdp_tp: devices on the "tensor" axis (default 2)
     steps: int = 200  # optimizer steps in all (a resumed run continues to this)
     batch_size: int = 32  # sequences per optimizer step, over all processes
@@ -79,6 +79,10 @@ class TrainConfig:
     corpus_bytes: int = 4 << 20  # bytes of standard-library source to train on
     peak_tflops: float = 312.0  # per device, for MFU (A100 bfloat16 dense)
     stop_after: int | None = None  # stop after this many steps in this run, as if preempted
+    compile_cache: str = "auto"  # JAX's persistent cache: auto (<run_dir>/compile-cache), off, or a directory
+    profile_steps: str | None = None  # "A:B": a profiler trace of steps A..B (inclusive) into the run dir
+    profile_all_ranks: bool = False  # trace on every process, not only process 0
+    profile_server: int | None = None  # a port for JAX's profiler server (captures on demand)
 
     def __post_init__(self) -> None:
         if not isinstance(self.model, ModelConfig):
@@ -100,22 +104,51 @@ class TrainConfig:
         if not isinstance(self.run_dir, str) or not self.run_dir:
             raise ConfigError(f"run_dir must be a non-empty path, got {self.run_dir!r}",
                               "--run-dir on shared storage, e.g. /shared/runs/lm1")
+        if not isinstance(self.compile_cache, str) or not self.compile_cache:
+            raise ConfigError(f"compile_cache must be auto, off or a directory, got {self.compile_cache!r}",
+                              "--compile-cache auto (under the run directory), off, or a shared directory")
+        self.profile_range()  # raises for a malformed or out-of-range --profile-steps
+        if self.profile_server is not None:
+            require_int("profile_server", self.profile_server, 1, "a free TCP port, e.g. --profile-server 9999",
+                        error=ConfigError)
+            if self.profile_server > 65535:
+                raise ConfigError(f"profile_server={self.profile_server} is not a TCP port",
+                                  "a port is 1..65535, e.g. --profile-server 9999")
         if self.batch_size % self.accum_steps:
             raise ConfigError(f"batch_size={self.batch_size} is not a multiple of accum_steps={self.accum_steps}",
                               "each step splits its batch into equal micro-batches: change --batch-size or "
                               "--accum-steps")
 
+    def profile_range(self) -> tuple[int, int] | None:
+        """--profile-steps A:B as (A, B), both within the run's steps."""
+        if self.profile_steps is None:
+            return None
+        first, sep, last = str(self.profile_steps).partition(":")
+        if not (first.isdigit() and last.isdigit() and sep) or int(first) > int(last):
+            raise ConfigError(f"malformed profile_steps {self.profile_steps!r}",
+                              "write --profile-steps A:B with A <= B, e.g. --profile-steps 3:5")
+        if int(last) >= self.steps:
+            raise ConfigError(f"profile_steps {self.profile_steps} reaches past the last step ({self.steps - 1})",
+                              f"pick steps below --steps {self.steps}")
+        return int(first), int(last)
+
+    def compile_cache_dir(self) -> str | None:
+        if self.compile_cache == "off":
+            return None
+        return f"{self.run_dir}/compile-cache" if self.compile_cache == "auto" else self.compile_cache
+
     @property
     def micro_batch(self) -> int:
         return self.batch_size // self.accum_steps
 
-    def check_mesh(self, data_size: int, tensor_size: int) -> None:
+    def check_mesh(self, data_size: int, tensor_size: int, replica_size: int = 1) -> None:
         """What only the mesh can tell: does every sharded dimension split evenly?"""
-        m, mesh = self.model, f"{data_size} (data) x {tensor_size} (tensor)"
+        m, mesh = self.model, f"{replica_size} (replica) x {data_size} (data) x {tensor_size} (tensor)"
+        batch_ways = replica_size * data_size
         problems = [
-            (self.micro_batch % data_size == 0,
-             f"each micro-batch ({self.micro_batch} sequences) must split evenly over the {data_size} devices "
-             f"of the data axis", "make --batch-size / --accum-steps a multiple of the data axis"),
+            (self.micro_batch % batch_ways == 0,
+             f"each micro-batch ({self.micro_batch} sequences) must split evenly over the {batch_ways} devices "
+             f"of the batch axes", "make --batch-size / --accum-steps a multiple of the batch axes"),
             (m.heads % tensor_size == 0 and m.d_ff % tensor_size == 0 and m.d_model % tensor_size == 0,
              f"heads={m.heads}, d_ff={m.d_ff} and d_model={m.d_model} must split over {tensor_size} "
              "tensor-parallel devices", "pick --heads, --d-ff and --d-model divisible by the tensor axis"),

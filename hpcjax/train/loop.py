@@ -16,9 +16,12 @@ import jax
 
 from hpcjax.train import data
 from hpcjax.train.checkpoint import Checkpoints
+from hpcjax.rank import compile_cache
 from hpcjax.train.metrics import RecordWriter
+from hpcjax.train.observe import FirstStep, StepProfiler
 from hpcjax.train.config import TrainConfig
-from hpcjax.train.step import Trainer, learning_rate
+from hpcjax.train.shardings import describe_mesh
+from hpcjax.train.step import Trainer, learning_rate, node_of
 from hpcjax.train.stop import StepWatchdog, StopRequest, step_timeout_s
 
 
@@ -33,8 +36,15 @@ def train(cfg: TrainConfig) -> dict:
     from hpcjax.rank.runtime import initialize
 
     initialize()  # a no-op when the caller has already initialized
+    if cfg.compile_cache_dir():
+        compile_cache.enable(cfg.compile_cache_dir())  # before anything compiles
+    if cfg.profile_server:
+        jax.profiler.start_server(cfg.profile_server)
+        say(f"profiler server on port {cfg.profile_server} of every process (capture from TensorBoard)")
+    first_step = FirstStep()
     trainer = Trainer(cfg)
     run_dir = Path(cfg.run_dir)
+    profiler = StepProfiler(cfg.profile_range(), run_dir, cfg.profile_all_ranks)
     train_tokens, val_tokens = data.load_corpus(cfg.corpus_bytes)
     corpus = data.Batches(train_tokens, cfg.model.seq_len, cfg.batch_size, cfg.seed)
     checkpoints = Checkpoints(run_dir / "checkpoints", cfg.checkpoint_every)
@@ -43,7 +53,7 @@ def train(cfg: TrainConfig) -> dict:
     if latest is not None:
         state, start = checkpoints.restore(latest, state)
         say(f"resumed from the checkpoint of step {latest} in {run_dir / 'checkpoints'}")
-    say(f"training {cfg.strategy} on mesh {dict(trainer.mesh.shape)} ({jax.device_count()} devices, "
+    say(f"training {cfg.strategy} on mesh {describe_mesh(trainer.mesh, node_of)} ({jax.device_count()} devices, "
         f"{jax.process_count()} processes): steps {start}..{cfg.steps}, corpus {len(train_tokens)} bytes")
     tokens_per_step = cfg.batch_size * cfg.model.seq_len
     writer = RecordWriter(run_dir / "metrics.jsonl" if jax.process_index() == 0 else None,
@@ -58,7 +68,15 @@ def train(cfg: TrainConfig) -> dict:
     try:
         for step in range(start, cfg.steps):
             lr = learning_rate(cfg, step)
-            state, metrics = trainer.train_step(state, next(batches), lr)
+            batch = next(batches)
+            if step == start:
+                first_step.compile(trainer, state, batch, lr)
+            with profiler.before(step):
+                state, metrics = trainer.train_step(state, batch, lr)
+            if step == start:
+                first_step.ran(metrics)
+                say(first_step.describe())
+            profiler.after(step, metrics)
             writer(step, lr, metrics)  # waits for the previous step's metrics: it has finished
             watchdog.beat(step)
             done = step + 1
@@ -81,10 +99,12 @@ def train(cfg: TrainConfig) -> dict:
         val_loss = None if stopped_early else trainer.validation_loss(val_tokens, state["params"])
         writer.write_event({"step": done, "val_loss": val_loss, "stopped_early": stopped_early})
     finally:
+        profiler.close()
         watchdog.close()  # the final evaluation and the last save's wait are not steps
         checkpoints.close()
         writer.close()
-    return summarize(cfg, writer.history, start, val_loss, stopped_early, run_dir)
+    return {**summarize(cfg, writer.history, start, val_loss, stopped_early, run_dir),
+            "time_to_first_step": first_step.as_dict() if done > start else None}
 
 
 def summarize(cfg, history, start, val_loss, stopped_early, run_dir) -> dict:

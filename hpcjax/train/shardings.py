@@ -1,10 +1,15 @@
 """Meshes and PartitionSpecs for the training strategies of the JAX training cookbook
-("Achieving High Performance"): data parallel, FSDP, tensor parallel, FSDP + TP.
+("Achieving High Performance"): data parallel, FSDP, tensor parallel, FSDP + TP, and
+hybrid sharding (FSDP within each node, data parallel across nodes).
 
-Every strategy uses one 2-D mesh with axes ("data", "tensor"): the batch is split
-over "data"; FSDP also splits parameters over "data"; tensor parallelism splits
-attention heads and the MLP's hidden units over "tensor". dp and fsdp use a
-(n, 1) mesh, tp a (1, n) mesh, fsdp_tp a (n / t, t) mesh.
+Every strategy uses one 3-D mesh with axes ("replica", "data", "tensor"): the batch
+is split over ("replica", "data"); FSDP splits parameters over "data"; tensor
+parallelism splits attention heads and the MLP's hidden units over "tensor".
+"replica" has one entry except for hsdp, where it is the nodes. The mesh follows
+the nodes: devices are in global order (a process's devices together, a node's
+processes together), so a "tensor" group and, for hsdp, a "data" group stay
+inside one node, where the network is fast; a tensor axis larger than a node is
+refused.
 """
 
 from __future__ import annotations
@@ -17,7 +22,9 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 from hpcjax.errors import ConfigError
 from hpcjax.train.config import STRATEGIES
 
-DATA, TENSOR = "data", "tensor"
+REPLICA, DATA, TENSOR = "replica", "data", "tensor"
+AXES = (REPLICA, DATA, TENSOR)
+BATCH = (REPLICA, DATA)  # the batch dimension is split over both
 
 
 @dataclass(frozen=True)
@@ -38,41 +45,71 @@ class Specs:
     act_hidden: P  # (batch, seq, d_ff)
 
 
-_ACTIVATIONS = dict(act_ids=P(DATA), act_seq=P(DATA, None, None))
+_ACTIVATIONS = dict(act_ids=P(BATCH), act_seq=P(BATCH, None, None))
 SPECS = {
     "dp": Specs(embed=P(), pos_embed=P(), att_qkv=P(), att_out=P(), mlp_in=P(), mlp_out=P(), out_kernel=P(),
-                vector=P(), act_att=P(DATA, None, None, None), act_hidden=P(DATA, None, None), **_ACTIVATIONS),
+                vector=P(), act_att=P(BATCH, None, None, None), act_hidden=P(BATCH, None, None), **_ACTIVATIONS),
     "fsdp": Specs(embed=P(None, None), pos_embed=P(None, None), att_qkv=P(None, DATA, None, None),
                   att_out=P(DATA, None, None), mlp_in=P(DATA, None), mlp_out=P(None, DATA),
-                  out_kernel=P(DATA, None), vector=P(), act_att=P(DATA, None, None, None),
-                  act_hidden=P(DATA, None, None), **_ACTIVATIONS),
+                  out_kernel=P(DATA, None), vector=P(), act_att=P(BATCH, None, None, None),
+                  act_hidden=P(BATCH, None, None), **_ACTIVATIONS),
 }
+SPECS["hsdp"] = SPECS["fsdp"]  # the same specs: "data" is a node's devices, "replica" the nodes
 # Tensor parallel (and its 2-D form): heads and MLP units over "tensor".
 SPECS["tp"] = SPECS["fsdp_tp"] = Specs(
     embed=P(None, None), pos_embed=P(None, TENSOR), att_qkv=P(None, DATA, TENSOR, None),
     att_out=P(DATA, None, None), mlp_in=P(DATA, TENSOR), mlp_out=P(TENSOR, DATA), out_kernel=P(DATA, None),
-    vector=P(), act_att=P(DATA, None, TENSOR, None), act_hidden=P(DATA, None, TENSOR), **_ACTIVATIONS)
+    vector=P(), act_att=P(BATCH, None, TENSOR, None), act_hidden=P(BATCH, None, TENSOR), **_ACTIVATIONS)
 
 
-def mesh_shape(strategy: str, num_devices: int, tensor_size: int | None) -> tuple[int, int]:
+def mesh_shape(strategy: str, num_devices: int, tensor_size: int | None, nodes: int = 1) -> tuple[int, int, int]:
+    """(replica, data, tensor) for `num_devices` spread evenly over `nodes`."""
     if strategy not in STRATEGIES:
         raise ConfigError(f"unknown strategy {strategy!r}", f"valid values: {', '.join(STRATEGIES)}")
+    per_node = num_devices // nodes
     if strategy in ("dp", "fsdp"):
-        return num_devices, 1
+        return 1, num_devices, 1
+    if strategy == "hsdp":
+        return nodes, per_node, 1
     if strategy == "tp":
-        return 1, num_devices
-    t = tensor_size or (2 if num_devices % 2 == 0 and num_devices > 1 else 1)
-    if num_devices % t:
-        raise ConfigError(f"tensor size {t} does not divide the {num_devices} devices",
-                         f"pick a divisor of {num_devices} for --tensor-size")
-    return num_devices // t, t
+        if nodes > 1:
+            raise ConfigError(f"tp puts all {num_devices} devices on the tensor axis, across {nodes} nodes",
+                              "tensor parallelism needs the fast network inside a node: use fsdp_tp with "
+                              f"--tensor-size at most {per_node} (a node's devices), or hsdp")
+        return 1, 1, num_devices
+    t = tensor_size or (2 if per_node % 2 == 0 and per_node > 1 else 1)
+    if per_node % t:
+        where = f"a node's {per_node} devices" if nodes > 1 else f"the {num_devices} devices"
+        raise ConfigError(f"tensor size {t} does not divide {where}",
+                          f"a tensor group must stay inside one node: pick a divisor of {per_node} for "
+                          "--tensor-size" + (" (tensor parallelism across nodes would run every layer's "
+                                             "collectives over the slow network)" if t > per_node else ""))
+    return 1, num_devices // t, t
 
 
-def make_mesh(strategy: str, devices, tensor_size: int | None = None) -> Mesh:
+def make_mesh(strategy: str, devices, tensor_size: int | None = None, nodes: int = 1) -> Mesh:
     """The mesh over `devices` in their global order (each process's devices stay together,
-    so a process's share of the batch is one contiguous block of rows)."""
-    shape = mesh_shape(strategy, len(devices), tensor_size)
-    return Mesh(np.array(devices).reshape(shape), (DATA, TENSOR))
+    so a process's share of the batch is one contiguous block of rows; a node's processes
+    stay together, so a group along the inner axes stays in one node)."""
+    shape = mesh_shape(strategy, len(devices), tensor_size, nodes)
+    return Mesh(np.array(devices).reshape(shape), AXES)
+
+
+def axis_nodes(mesh: Mesh, node_of) -> dict[str, int]:
+    """For each axis, the most nodes one group along it spans (1: it stays inside a node)."""
+    devices = mesh.devices
+    spans = {}
+    for index, axis in enumerate(mesh.axis_names):
+        groups = np.moveaxis(devices, index, -1).reshape(-1, devices.shape[index])
+        spans[axis] = max(len({node_of(d) for d in group}) for group in groups)
+    return spans
+
+
+def describe_mesh(mesh: Mesh, node_of) -> str:
+    spans = axis_nodes(mesh, node_of)
+    return " x ".join(f"{axis} {size}" + (f" (across {spans[axis]} nodes)" if spans[axis] > 1 else
+                                          " (within a node)" if size > 1 else "")
+                      for axis, size in mesh.shape.items())
 
 
 def named(mesh: Mesh, spec: P) -> NamedSharding:

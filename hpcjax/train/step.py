@@ -17,12 +17,15 @@ shardings with optax.tree_map_params.
 
 from __future__ import annotations
 
+import os
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
 from jax.sharding import PartitionSpec as P
 
+from hpcjax.contract import NODES_ENV
 from hpcjax.train import data, model, shardings
 from hpcjax.train.config import TrainConfig
 
@@ -42,18 +45,31 @@ def make_optimizer(cfg: TrainConfig) -> optax.GradientTransformation:
                        optax.add_decayed_weights(cfg.weight_decay, mask=matrices_only))
 
 
+def nodes_of_job() -> int:
+    """The job's nodes (the layout the script exported); 1 outside a job. Processes are
+    placed on nodes in blocks, in order, as srun and the local backend do."""
+    nodes = int(os.environ.get(NODES_ENV, "1") or 1)
+    return nodes if nodes > 0 and jax.process_count() % nodes == 0 else 1
+
+
+def node_of(device) -> int:
+    return device.process_index // max(1, jax.process_count() // nodes_of_job())
+
+
 class Trainer:
     """The pieces a run needs, built once: mesh, specs, optimizer, jitted step and eval."""
 
     def __init__(self, cfg: TrainConfig) -> None:
         self.cfg = cfg
-        self.mesh = shardings.make_mesh(cfg.strategy, jax.devices(), cfg.tensor_size)
-        cfg.check_mesh(self.mesh.shape[shardings.DATA], self.mesh.shape[shardings.TENSOR])
+        self.nodes = nodes_of_job()
+        self.mesh = shardings.make_mesh(cfg.strategy, jax.devices(), cfg.tensor_size, self.nodes)
+        cfg.check_mesh(self.mesh.shape[shardings.DATA], self.mesh.shape[shardings.TENSOR],
+                       self.mesh.shape[shardings.REPLICA])
         self.specs = shardings.SPECS[cfg.strategy]
         self.optimizer = make_optimizer(cfg)
         self.dtype = jnp.bfloat16 if cfg.bf16 else jnp.float32
         self.replicated = shardings.named(self.mesh, P())
-        self.batch_sharding = shardings.named(self.mesh, P(None, shardings.DATA, None))  # (accum, batch, seq)
+        self.batch_sharding = shardings.named(self.mesh, P(None, shardings.BATCH, None))  # (accum, batch, seq)
         self.train_step = None  # compiled for the state's shardings by init_state
         self.eval_loss = jax.jit(self._loss)
 
@@ -109,7 +125,7 @@ class Trainer:
     def validation_loss(self, tokens: np.ndarray, params) -> float:
         count = self.cfg.eval_batches * self.cfg.batch_size // self.cfg.accum_steps
         windows = data.fixed_windows(tokens, self.cfg.model.seq_len, count)
-        sharding = shardings.named(self.mesh, P(shardings.DATA, None))
+        sharding = shardings.named(self.mesh, P(shardings.BATCH, None))
         first, last = data.process_rows(sharding, windows["inputs"].shape, batch_axis=0)
         batch = jax.tree.map(lambda x: jax.make_array_from_process_local_data(
             sharding, x[first:last], x.shape), windows)

@@ -1,0 +1,57 @@
+"""One live case per failure class the dev cluster can produce: the report's likely
+cause and its evidence. (Out-of-memory, NCCL, CUDA ordinal, preemption and node
+failure need what these machines lack: cgroups, GPUs, a preemption policy, a second
+machine; the table test covers their texts.)"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import pytest
+
+from conftest import run_hpcjax
+
+pytestmark = pytest.mark.cluster
+
+
+def submit_wait(tmp_path, *options: str, command: list[str], timeout: float = 300):
+    result = run_hpcjax("submit", "--nodes", "2", "--gpus-per-node", "2", "--wait", *options, "--", *command,
+                        cwd=tmp_path, timeout=timeout)
+    causes = json.loads(run_hpcjax("status", result.stdout.strip(), "--json", cwd=tmp_path).stdout)[
+        "outcome"]["causes"]
+    return result, causes
+
+
+def test_a_python_exception(tmp_path, slurm_cluster, hpcjax_home):
+    script = ("import os, time\nif os.environ['SLURM_PROCID'] == '2':\n"
+              "    raise ValueError('rank two is wrong')\ntime.sleep(30)\n")
+    result, causes = submit_wait(tmp_path, command=[sys.executable, "-c", script])
+    assert result.returncode == 1
+    assert "likely cause: python exception" in result.stderr
+    assert causes[0]["evidence"] == "rank 2 log: ValueError: rank two is wrong"
+
+
+def test_a_rank_missing_at_start(tmp_path, slurm_cluster, hpcjax_home):
+    script = '[ "$SLURM_PROCID" = 2 ] && sleep 40; exec "$0" -m hpcjax check devices'
+    result, causes = submit_wait(tmp_path, "--env", "HPCJAX_INIT_TIMEOUT=5",
+                                 command=["bash", "-c", script, sys.executable])
+    assert result.returncode != 0
+    assert causes[0]["cause"] == "rank missing at start"
+    assert "process(es) 2 of 4 did not arrive within 5 s" in causes[0]["evidence"]
+
+
+def test_the_warning_signal_kills_a_program_that_does_not_catch_it(tmp_path, slurm_cluster, hpcjax_home):
+    """A 1-minute job gets SLURM's warning (USR2, 120 s before the limit) at once."""
+    result, causes = submit_wait(tmp_path, "--time", "1", command=["sleep", "600"], timeout=400)
+    assert result.returncode != 0
+    assert causes[0]["cause"] == "warning signal not handled"
+    assert "Catch SIGUSR2" in result.stderr
+
+
+def test_the_time_limit(tmp_path, slurm_cluster, hpcjax_home):
+    result, causes = submit_wait(tmp_path, "--time", "1", command=["bash", "-c", "trap '' USR2; sleep 600"],
+                                 timeout=400)
+    assert result.returncode != 0 and "ended TIMEOUT" in result.stderr
+    assert causes[0]["cause"] == "time limit" and "DUE TO TIME LIMIT" in causes[0]["evidence"]
+    assert "hint: raise --time, or checkpoint and use --requeue N" in result.stderr
