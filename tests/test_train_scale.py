@@ -62,3 +62,29 @@ def test_profile_steps_leave_a_trace_naming_the_train_step(tmp_path):
     assert len(traces) == 1, err
     assert b"_train_step" in traces[0].read_bytes()
     assert "profile of steps 3..5 in" in err and "tensorboard --logdir" in err
+
+
+def test_a_cache_written_by_another_configuration_is_not_used_for_this_one(tmp_path):
+    cache = str(tmp_path / "cache")
+    train(tmp_path, "other", "--steps", "2", "--checkpoint-every", "0", "--compile-cache", cache)
+    wider = ["--steps", "3", "--checkpoint-every", "0", "--d-model", "128", "--heads", "4"]
+    shared, err = train(tmp_path, "shared", *wider, "--compile-cache", cache)
+    alone, _ = train(tmp_path, "alone", *wider, "--compile-cache", "off")
+    assert shared["time_to_first_step"]["compile_cache"].startswith("compiled 1 program(s)")
+    assert shared["losses"] == alone["losses"]
+
+
+def test_any_program_using_hpcjax_initialize_gets_the_cache_from_the_environment(tmp_path):
+    import os
+    import subprocess
+
+    program = ("import jax, jax.numpy as jnp\nfrom hpcjax.rank import initialize\nfrom hpcjax.rank import "
+               "compile_cache\ninitialize()\nprint(float(jax.jit(lambda x: (x * 2).sum())(jnp.ones(4))))\n"
+               "print(compile_cache.stats().describe())\n")
+    env = {**os.environ, "HPCJAX_COMPILE_CACHE": str(tmp_path / "cache"), "JAX_PLATFORMS": "cpu"}
+    runs = [subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, env=env, timeout=120)
+            for _ in range(2)]
+    assert [r.returncode for r in runs] == [0, 0], runs[0].stderr
+    assert runs[0].stdout.splitlines()[0] == runs[1].stdout.splitlines()[0] == "8.0"
+    assert "written to the compilation cache" in runs[0].stdout
+    assert "from the compilation cache" in runs[1].stdout
