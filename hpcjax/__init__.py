@@ -16,6 +16,7 @@ _LAZY = {
     "JobSpec": ("hpcjax.launch.spec", "JobSpec"),
     "Layout": ("hpcjax.launch.spec", "Layout"),
     "Container": ("hpcjax.launch.spec", "Container"),
+    "job_spec": ("hpcjax.launch.profiles", "job_spec"),
 }
 
 

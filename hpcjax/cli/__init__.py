@@ -15,6 +15,7 @@ import sys
 from hpcjax import __version__
 from hpcjax.cli.jobs import add_job_verbs
 from hpcjax.cli.options import Parser, join_dashed_values
+from hpcjax.cli.profile import add_profile_verb
 from hpcjax.cli.rank import add_rank_verbs
 from hpcjax.cli.smoke import add_smoke_verb
 from hpcjax.cli.train import add_train_verb
@@ -41,6 +42,7 @@ def build_parser() -> Parser:
     add_smoke_verb(sub)
     add_rank_verbs(sub)
     add_train_verb(sub)
+    add_profile_verb(sub)
     return parser
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from hpcjax.contract import DEFAULT_OUTPUT_DIR
 from hpcjax.errors import UsageError
-from hpcjax.launch.spec import Container, JobSpec, Layout, parse_env_assignment
+from hpcjax.launch.spec import JobSpec, parse_env_assignment
 
 SIZE = re.compile(r"(\d+)([KMG]?)", re.IGNORECASE)
 # Options whose value may itself start with "--" (`--container-flag --cleanenv`);
@@ -41,43 +41,53 @@ def join_dashed_values(argv: list[str]) -> list[str]:
 
 def add_layout_options(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("layout")
-    group.add_argument("--nodes", type=int, default=1, help="number of nodes (N)")
-    group.add_argument("--gpus-per-node", type=int, default=1, help="GPUs on each node (G)")
-    group.add_argument("--gpus-per-process", type=int, default=1,
-                       help="GPUs each process owns (K): 1 = one process per GPU, G = one process per node")
+    group.add_argument("--nodes", type=int, help="number of nodes (N, default 1)")
+    group.add_argument("--gpus-per-node", type=int, help="GPUs on each node (G, default 1)")
+    group.add_argument("--gpus-per-process", type=int,
+                       help="GPUs each process owns (K): 1 = one process per GPU (the default), G = one per node")
 
 
 def add_job_options(parser: argparse.ArgumentParser, job_name: str = "hpcjax", time: str = "01:00:00") -> None:
-    """The options of render, submit and smoke, named after sbatch's."""
+    """The options of render, submit and smoke, named after sbatch's. None means "not given":
+    a profile's value, then the command's default (job_defaults), then JobSpec's applies."""
     add_layout_options(parser)
+    parser.set_defaults(job_defaults={"job_name": job_name, "time": time})
+    site = parser.add_argument_group("site profile")
+    site.add_argument("--profile", metavar="NAME", help="apply a site profile (see `hpcjax profile list`)")
+    site.add_argument("--profile-file", metavar="FILE", help="the profiles file (default: $HPCJAX_PROFILES, "
+                      "else ~/.config/hpcjax/profiles.toml)")
     job = parser.add_argument_group("job (named after sbatch's options)")
-    job.add_argument("--time", default=time, help=f"walltime, as sbatch takes it (default {time})")
-    job.add_argument("--job-name", default=job_name)
+    job.add_argument("--time", help=f"walltime, as sbatch takes it (default {time})")
+    job.add_argument("--job-name", help=f"default {job_name}")
     job.add_argument("--partition")
     job.add_argument("--account")
     job.add_argument("--qos")
     job.add_argument("--constraint", help="node features, e.g. a100")
     job.add_argument("--cpus-per-task", type=int)
     job.add_argument("--mem", help="memory per node, e.g. 64G")
-    job.add_argument("--exclusive", action="store_true")
-    job.add_argument("--output-dir", default=DEFAULT_OUTPUT_DIR,
-                     help=f"directory of the per-rank logs (default: {DEFAULT_OUTPUT_DIR})")
-    job.add_argument("--module", action="append", default=[], metavar="NAME",
-                     help="`module load NAME` before launching (repeatable)")
-    job.add_argument("--env", action="append", default=[], metavar="KEY=VALUE",
+    job.add_argument("--exclusive", action="store_true", default=None)
+    job.add_argument("--output-dir", help=f"directory of the per-rank logs (default: {DEFAULT_OUTPUT_DIR})")
+    job.add_argument("--module", action="append", dest="modules", metavar="NAME",
+                     help="`module load NAME` before launching (repeatable; adds to the profile's)")
+    job.add_argument("--env", action="append", metavar="KEY=VALUE",
                      help="export KEY=VALUE to every rank (repeatable)")
-    job.add_argument("--requeue", type=int, default=0, metavar="N",
+    job.add_argument("--requeue", type=int, metavar="N",
                      help="after stopping on SLURM's warning (time limit, preemption) and saving, the job "
                           "requeues itself, at most N times (default 0)")
-    job.add_argument("--retry-failed", action="store_true",
+    job.add_argument("--retry-failed", action="store_true", default=None,
                      help="with --requeue: requeue a failed attempt too; a node that failed two attempts "
                           "is excluded from the next")
+    job.add_argument("--sbatch", action="append", metavar="OPTION",
+                     help="an extra #SBATCH option hpcjax does not model, e.g. --sbatch=--licenses=scratch")
+    job.add_argument("--prologue", action="append", metavar="CMD", help="a shell command before the launch")
+    job.add_argument("--epilogue", action="append", metavar="CMD", help="a shell command after the launch")
+    job.add_argument("--template", metavar="FILE", help="a site template extending the packaged one")
     box = parser.add_argument_group("container")
     box.add_argument("--image", help="container image: a .sif path, a URI, or $VAR set by a module")
     box.add_argument("--runtime", help="apptainer, singularity or none (default: apptainer with --image, else none)")
-    box.add_argument("--bind", action="append", default=[], metavar="SRC[:DST]",
+    box.add_argument("--bind", action="append", dest="binds", metavar="SRC[:DST]",
                      help="bind mount into the container (repeatable)")
-    box.add_argument("--container-flag", action="append", default=[], metavar="FLAG",
+    box.add_argument("--container-flag", action="append", dest="container_flags", metavar="FLAG",
                      help="extra argument to `<runtime> exec`, e.g. --container-flag --cleanenv (repeatable)")
 
 
@@ -86,20 +96,24 @@ def add_backend_option(parser: argparse.ArgumentParser) -> None:
                         help="slurm, local (this machine's CPU), or auto: slurm when sbatch exists")
 
 
+def command_line_options(args: argparse.Namespace) -> dict:
+    """The job options given on the command line (None: not given)."""
+    from hpcjax.launch.profiles import OPTIONS
+
+    given = {key: getattr(args, key, None) for key in OPTIONS}
+    if args.env is not None:
+        given["env"] = dict(parse_env_assignment(e) for e in args.env)
+    return given
+
+
 def spec_from_args(args: argparse.Namespace, command: list[str]) -> JobSpec:
-    runtime = args.runtime or ("apptainer" if args.image else "none")
-    return JobSpec(
-        command=tuple(command),
-        layout=Layout(nodes=args.nodes, gpus_per_node=args.gpus_per_node, gpus_per_process=args.gpus_per_process),
-        container=Container(runtime=runtime, image=args.image, binds=tuple(args.bind),
-                            flags=tuple(args.container_flag)),
-        time=args.time, job_name=args.job_name, partition=args.partition,
-        account=args.account, qos=args.qos, constraint=args.constraint,
-        cpus_per_task=args.cpus_per_task, mem=args.mem, exclusive=args.exclusive,
-        output_dir=args.output_dir, modules=tuple(args.module),
-        requeue=args.requeue, retry_failed=args.retry_failed,
-        env=tuple(parse_env_assignment(e) for e in args.env),
-    )
+    from hpcjax.launch import profiles
+
+    values = profiles.resolve(args.profile, args.profile_file)[0] if args.profile else {}
+    if args.profile_file and not args.profile:
+        raise UsageError("--profile-file without --profile", "name the profile to apply: --profile NAME")
+    merged = profiles.with_overrides(values, command_line_options(args))
+    return profiles.build_spec(command, merged, defaults=args.job_defaults)
 
 
 def write_atomically(path: Path, text: str) -> None:

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import shlex
+import shutil
+import subprocess
 from functools import lru_cache
 from pathlib import Path
 
 import jinja2
 
 from hpcjax import __version__, contract
+from hpcjax.errors import SpecError
 from hpcjax.launch.spec import JobSpec
 
 TEMPLATE = "sbatch.sh.j2"
@@ -24,10 +27,15 @@ def template_dir() -> Path:
     raise FileNotFoundError(f"{TEMPLATE} not found beside {package}; reinstall hpcjax")
 
 
-@lru_cache(maxsize=1)
-def _environment() -> jinja2.Environment:
+@lru_cache(maxsize=8)
+def _environment(site_dir: str | None = None) -> jinja2.Environment:
+    """The packaged template, and a site's directory first when a site template is used
+    (it extends the packaged one by name: {% extends "sbatch.sh.j2" %})."""
+    dirs = ([site_dir] if site_dir else []) + [str(template_dir())]
     env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(template_dir()),
+        loader=jinja2.ChoiceLoader([jinja2.FileSystemLoader(dirs[0])] + [
+            jinja2.PrefixLoader({"hpcjax": jinja2.FileSystemLoader(str(template_dir()))})] +
+            [jinja2.FileSystemLoader(d) for d in dirs[1:]]),
         undefined=jinja2.StrictUndefined,
         autoescape=False,  # shell, not HTML: every user string goes through |q instead
         trim_blocks=True,
@@ -48,8 +56,36 @@ def image_word(spec: JobSpec) -> str:
 
 
 def render_sbatch(spec: JobSpec) -> str:
-    """The sbatch script for spec. What `hpcjax render` prints is what `submit` submits."""
-    return _environment().get_template(TEMPLATE).render(
+    """The sbatch script for spec. What `hpcjax render` prints is what `submit` submits.
+    A script that is not valid bash (a broken prologue, a site template) is refused."""
+    if spec.template:
+        site = Path(spec.template).resolve()
+        try:
+            template = _environment(str(site.parent)).get_template(site.name)
+        except jinja2.TemplateError as err:
+            raise SpecError(f"site template {spec.template}: {err}",
+                            'a site template starts with {% extends "hpcjax/sbatch.sh.j2" %} and overrides '
+                            "its blocks: directives, prologue, launch, epilogue") from None
+    else:
+        template = _environment().get_template(TEMPLATE)
+    text = _render(template, spec)
+    check_bash_syntax(text, spec)
+    return text
+
+
+def check_bash_syntax(text: str, spec: JobSpec) -> None:
+    if not (spec.prologue or spec.epilogue or spec.template) or shutil.which("bash") is None:
+        return  # the packaged template alone is tested to be valid
+    result = subprocess.run(["bash", "-n"], input=text, capture_output=True, text=True)
+    if result.returncode != 0:
+        said = result.stderr.strip().replace("bash: ", "")
+        raise SpecError(f"the rendered script is not valid bash: {said}",
+                        "check the prologue and epilogue lines" + (f" and the site template {spec.template}"
+                                                                    if spec.template else ""))
+
+
+def _render(template, spec: JobSpec) -> str:
+    return template.render(
         spec=spec,
         layout=spec.layout,
         container=spec.container,

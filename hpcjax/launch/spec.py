@@ -13,6 +13,7 @@ from pathlib import Path
 
 from hpcjax import contract
 from hpcjax.errors import SpecError
+from hpcjax.launch import extras
 from hpcjax.validate import require_int
 
 RUNTIMES = ("apptainer", "singularity", "none")
@@ -184,6 +185,10 @@ class JobSpec:
     signal_grace_s: int = contract.WARNING_GRACE_S  # the warning signal this long before the time limit
     requeue: int = 0  # times the job requeues itself after stopping on the warning
     retry_failed: bool = False  # requeue also after a failure (within the same budget)
+    sbatch_lines: tuple[str, ...] = ()  # extra #SBATCH options hpcjax does not model (launch.extras)
+    prologue: tuple[str, ...] = ()  # shell commands before the launch, one per line
+    epilogue: tuple[str, ...] = ()  # shell commands after it
+    template: str | None = None  # a site template extending the packaged one (Jinja blocks)
 
     def __post_init__(self) -> None:
         command = tuple(self.command)
@@ -212,6 +217,12 @@ class JobSpec:
         if self.retry_failed and not self.requeue:
             raise SpecError("retry_failed needs a requeue budget (requeue=0)",
                             "add --requeue N: a failed job is requeued at most N times")
+        object.__setattr__(self, "sbatch_lines", tuple(extras.check_sbatch_line(x) for x in self.sbatch_lines))
+        object.__setattr__(self, "prologue", tuple(extras.check_command_line("prologue", x) for x in self.prologue))
+        object.__setattr__(self, "epilogue", tuple(extras.check_command_line("epilogue", x) for x in self.epilogue))
+        if self.template is not None and not Path(self.template).is_file():
+            raise SpecError(f"site template {self.template!r} does not exist",
+                            "give the path of a .j2 file that starts with {% extends \"sbatch.sh.j2\" %}")
         object.__setattr__(self, "modules", tuple(self.modules))
         for module in self.modules:
             _require_text("module", module)

@@ -43,7 +43,7 @@ JobCompType=jobcomp/none
 MinJobAge=300
 KillWait=30
 InactiveLimit=0
-NodeName=node[1-$NODES] NodeHostname=$HOST NodeAddr=127.0.0.1 Port=[$((PORT_BASE + 100))-$last_port] CPUs=$CPUS RealMemory=16000 Gres=gpu:$GPUS State=UNKNOWN
+NodeName=node[1-$NODES] NodeHostname=$HOST NodeAddr=127.0.0.1 Port=[$((PORT_BASE + 100))-$last_port] CPUs=$CPUS RealMemory=16000 Gres=gpu:$GPUS Features=a100 State=UNKNOWN
 PartitionName=gpu Nodes=node[1-$NODES] Default=YES MaxTime=INFINITE State=UP
 CONF
 {

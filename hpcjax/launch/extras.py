@@ -1,0 +1,59 @@
+"""Lines a site needs that hpcjax does not model: extra `#SBATCH` options (a licence,
+a burst buffer, a reservation), and commands before and after the launch.
+
+An `#SBATCH` line is one option, on one line; an option hpcjax already sets is refused
+with the option to use instead, because two values for one option are resolved by
+sbatch silently (the last one wins) and hpcjax's own would no longer be the truth.
+Prologue and epilogue lines are the user's shell code, used as written: one command
+per line; the rendered script is checked with `bash -n`.
+"""
+
+from __future__ import annotations
+
+import re
+
+from hpcjax.errors import SpecError
+
+# sbatch option (long or short name) -> the hpcjax option that sets it.
+OWNED = {
+    "job-name": "--job-name", "J": "--job-name", "nodes": "--nodes", "N": "--nodes",
+    "ntasks": "--nodes, --gpus-per-node and --gpus-per-process", "n": "--nodes, --gpus-per-node and --gpus-per-process",
+    "ntasks-per-node": "--gpus-per-node and --gpus-per-process", "tasks-per-node": "--gpus-per-node and "
+    "--gpus-per-process", "gpus-per-node": "--gpus-per-node", "gpus": "--gpus-per-node", "G": "--gpus-per-node",
+    "gres": "--gpus-per-node", "gpus-per-task": "--gpus-per-process", "time": "--time", "t": "--time",
+    "cpus-per-task": "--cpus-per-task", "c": "--cpus-per-task", "mem": "--mem", "partition": "--partition",
+    "p": "--partition", "account": "--account", "A": "--account", "qos": "--qos", "q": "--qos",
+    "constraint": "--constraint", "C": "--constraint", "exclusive": "--exclusive", "output": "--output-dir",
+    "o": "--output-dir", "error": "--output-dir", "e": "--output-dir", "signal": "nothing (hpcjax sets the warning "
+    "signal its training catches)", "requeue": "--requeue", "no-requeue": "--requeue", "open-mode": "--requeue",
+}
+OPTION = re.compile(r"(--?)([A-Za-z][A-Za-z0-9-]*)(?:[= ](.*))?")
+
+
+def _one_line(kind: str, text: object) -> str:
+    if not isinstance(text, str) or not text.strip():
+        raise SpecError(f"{kind} must be a non-empty string, got {text!r}", f"write each {kind} as one line of text")
+    if any(ord(c) < 32 and c != "\t" or ord(c) == 127 for c in text):
+        raise SpecError(f"{kind} {text!r} contains a newline or another control character",
+                        f"give each {kind} as its own entry, one line each")
+    return text
+
+
+def check_sbatch_line(line: object) -> str:
+    """One `#SBATCH` option, e.g. `--licenses=scratch` or `--reservation=big`."""
+    line = _one_line("#SBATCH line", line).strip()
+    if line.startswith("#SBATCH"):
+        line = line[len("#SBATCH"):].strip()
+    match = OPTION.fullmatch(line)
+    if match is None or (match[1] == "-" and len(match[2]) != 1) or (match[1] == "--" and len(match[2]) < 2):
+        raise SpecError(f"#SBATCH line {line!r} is not one sbatch option",
+                        "write it as sbatch takes it: --licenses=scratch, --reservation=big, -L scratch")
+    name = match[2]
+    if name in OWNED:
+        raise SpecError(f"#SBATCH line {line!r} sets --{name}, which hpcjax already sets",
+                        f"use {OWNED[name]} instead")
+    return line
+
+
+def check_command_line(kind: str, line: object) -> str:
+    return _one_line(f"{kind} line", line)

@@ -1,0 +1,175 @@
+"""Site profiles: a cluster's job defaults in one TOML file, by name.
+
+    [profiles.ibex]
+    description = "KAUST Ibex A100 nodes"
+    constraint = "a100"
+    modules = ["dl", "jax/23.10-sif"]
+    runtime = "singularity"
+    image = "$JAX_IMAGE"
+
+    [profiles.ibex-debug]
+    extends = "ibex"
+    partition = "debug"
+    modules = { append = ["cuda/12.2"] }   # a plain value replaces the parent's
+
+The file is `--profile-file`, else $HPCJAX_PROFILES, else `profiles.toml` in the
+user's configuration directory ($XDG_CONFIG_HOME/hpcjax, ~/.config/hpcjax).
+Precedence: the command line > the profile > the profiles it extends > built-in
+defaults. On the command line, list options add to the profile's, and --env
+replaces a profile's variable of the same name.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from pathlib import Path
+
+from hpcjax.errors import ConfigError
+from hpcjax.launch.spec import Container, JobSpec, Layout
+
+PROFILES_ENV = "HPCJAX_PROFILES"
+INTS = ("nodes", "gpus_per_node", "gpus_per_process", "cpus_per_task", "requeue")
+STRS = ("time", "job_name", "partition", "account", "qos", "constraint", "mem", "output_dir", "runtime",
+        "image", "template")
+BOOLS = ("exclusive", "retry_failed", "cleanenv")
+LISTS = ("modules", "binds", "container_flags", "sbatch", "prologue", "epilogue")
+TABLES = ("env",)
+OPTIONS = INTS + STRS + BOOLS + LISTS + TABLES
+META = ("description", "extends")
+
+
+def default_path(environ=os.environ) -> Path:
+    if environ.get(PROFILES_ENV):
+        return Path(environ[PROFILES_ENV]).expanduser()
+    base = environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(base) / "hpcjax" / "profiles.toml"
+
+
+def load(path: str | Path | None = None) -> tuple[Path, dict[str, dict]]:
+    """The profiles of a file, checked: known keys of the right types, no cycles."""
+    path = Path(path).expanduser() if path else default_path()
+    if not path.is_file():
+        raise ConfigError(f"no profile file at {path}",
+                          f"write one (see profiles/examples.toml in hpcjax's repository), point "
+                          f"{PROFILES_ENV} at it, or pass --profile-file")
+    try:
+        data = tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as err:
+        raise ConfigError(f"{path} is not valid TOML: {err}", "fix the line it names") from None
+    profiles = data.get("profiles")
+    if not isinstance(profiles, dict) or set(data) - {"profiles"}:
+        raise ConfigError(f"{path}: expected only [profiles.NAME] tables, found {', '.join(sorted(data)) or 'none'}",
+                          "write each profile as a [profiles.NAME] table")
+    for name, profile in profiles.items():
+        _check(path, name, profile, profiles)
+    for name in profiles:
+        chain(path, name, profiles)  # raises on a cycle
+    return path, profiles
+
+
+def _check(path: Path, name: str, profile: object, profiles: dict) -> None:
+    where = f"{path}, profile {name!r}"
+    if not isinstance(profile, dict):
+        raise ConfigError(f"{where} is not a table", f"write it as [profiles.{name}]")
+    for key, value in profile.items():
+        if key not in OPTIONS + META:
+            raise ConfigError(f"{where}: unknown key {key!r}", f"valid keys: {', '.join(OPTIONS + META)}")
+        value = _directive(value)[1] if key in LISTS + TABLES else value
+        expected = ("an integer" if key in INTS else "true or false" if key in BOOLS else
+                    "a list of strings" if key in LISTS else "a table of strings" if key in TABLES else "a string")
+        ok = (isinstance(value, int) and not isinstance(value, bool) if key in INTS else
+              isinstance(value, bool) if key in BOOLS else
+              isinstance(value, list) and all(isinstance(v, str) for v in value) if key in LISTS else
+              isinstance(value, dict) and all(isinstance(v, str) for v in value.values()) if key in TABLES else
+              isinstance(value, str))
+        if not ok:
+            raise ConfigError(f"{where}: {key} must be {expected}, got {value!r}",
+                              f"e.g. {_example(key)}")
+    parent = profile.get("extends")
+    if parent is not None and parent not in profiles:
+        raise ConfigError(f"{where} extends unknown profile {parent!r}", f"profiles in the file: {', '.join(profiles)}")
+
+
+def _example(key: str) -> str:
+    return {"nodes": "nodes = 2", "modules": 'modules = ["dl"] or modules = { append = ["dl"] }',
+            "env": 'env = { XLA_FLAGS = "..." }', "exclusive": "exclusive = true",
+            "sbatch": 'sbatch = ["--licenses=scratch"]'}.get(key, f'{key} = "..."' if key in STRS else f"{key} = 1")
+
+
+def _directive(value) -> tuple[str, object]:
+    """A list option's value: ("replace", items) for a plain value, ("append", items) for {append = ...}."""
+    if isinstance(value, dict) and len(value) == 1 and next(iter(value)) in ("append", "replace"):
+        return next(iter(value.items()))
+    return "replace", value
+
+
+def chain(path: Path, name: str, profiles: dict) -> list[str]:
+    """[name, its parent, ...], refusing a cycle."""
+    seen: list[str] = []
+    while name is not None:
+        if name in seen:
+            raise ConfigError(f"{path}: profiles extend each other in a cycle: {' -> '.join(seen + [name])}",
+                              "remove one of the `extends` keys")
+        seen.append(name)
+        name = profiles[name].get("extends")
+    return seen
+
+
+def resolve(name: str, path: str | Path | None = None) -> tuple[dict, dict[str, str]]:
+    """The merged options of profile `name` and, for each, which profile set it."""
+    path, profiles = load(path)
+    if name not in profiles:
+        raise ConfigError(f"unknown profile {name!r} in {path}",
+                          f"profiles there: {', '.join(profiles) or 'none'}")
+    values: dict = {}
+    sources: dict[str, str] = {}
+    for profile_name in reversed(chain(path, name, profiles)):
+        for key, raw in profiles[profile_name].items():
+            if key in META:
+                continue
+            how, value = _directive(raw) if key in LISTS + TABLES else ("replace", raw)
+            if key == "template":
+                value = str((path.parent / value).resolve())  # relative to the profile file
+            values[key] = merge_value(key, values.get(key), value, how)
+            sources[key] = profile_name if how == "replace" or key not in sources else f"{sources[key]} + {profile_name}"
+    return values, sources
+
+
+def merge_value(key: str, old, new, how: str):
+    if how == "replace" or old is None:
+        return dict(new) if key in TABLES else (list(new) if key in LISTS else new)
+    return {**old, **new} if key in TABLES else list(old) + list(new)
+
+
+def with_overrides(values: dict, overrides: dict) -> dict:
+    """The command line (or keyword arguments) over a profile: scalars replace, lists add,
+    env entries replace the profile's of the same name."""
+    merged = dict(values)
+    for key, value in overrides.items():
+        if value is None:
+            continue
+        if key not in OPTIONS:
+            raise ConfigError(f"unknown job option {key!r}", f"valid options: {', '.join(OPTIONS)}")
+        merged[key] = merge_value(key, merged.get(key), value, "append" if key in LISTS + TABLES else "replace")
+    return merged
+
+
+def build_spec(command, values: dict, defaults: dict | None = None):
+    """A JobSpec from merged options; what none of them sets keeps `defaults`, then JobSpec's."""
+    v = {**(defaults or {}), **values}
+    layout = Layout(**{k: v[k] for k in ("nodes", "gpus_per_node", "gpus_per_process") if k in v})
+    flags = list(v.get("container_flags", [])) + (["--cleanenv"] if v.get("cleanenv") else [])
+    runtime = v.get("runtime") or ("apptainer" if v.get("image") else "none")
+    container = Container(runtime=runtime, image=v.get("image"), binds=tuple(v.get("binds", ())), flags=tuple(flags))
+    simple = {k: v[k] for k in ("time", "job_name", "partition", "account", "qos", "constraint", "cpus_per_task",
+                                "mem", "exclusive", "output_dir", "requeue", "retry_failed", "template") if k in v}
+    return JobSpec(command=tuple(command), layout=layout, container=container, modules=tuple(v.get("modules", ())),
+                   env=tuple(v.get("env", {}).items()), sbatch_lines=tuple(v.get("sbatch", ())),
+                   prologue=tuple(v.get("prologue", ())), epilogue=tuple(v.get("epilogue", ())), **simple)
+
+
+def job_spec(command, *, profile: str | None = None, profile_file: str | Path | None = None, **options):
+    """For Python callers: `job_spec(["python", "train.py"], profile="ibex", nodes=2)`."""
+    values = resolve(profile, profile_file)[0] if profile else {}
+    return build_spec(command, with_overrides(values, options))
