@@ -95,6 +95,19 @@ def test_the_ibex_example_gives_seed_002s_g4n2p4_job(tmp_path):
     assert shellcheck(text) == ""
 
 
+def test_the_pyxis_example_puts_the_image_on_the_srun_line(tmp_path):
+    """Rendered and shellchecked only: pyxis is not on these machines."""
+    result = run_hpcjax("render", "--profile-file", str(EXAMPLES), "--profile", "pyxis", "--nodes", "2",
+                        "--gpus-per-node", "4", "--", "python", "train.py", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    text = result.stdout
+    srun = text[text.index("srun --kill"):text.index("python train.py")]
+    assert '--container-image="${HPCJAX_PYXIS_IMAGE:?' in srun and "--container-mounts=" in srun
+    assert "export HPCJAX_PYXIS_IMAGE='nvcr.io#nvidia/jax:24.04-py3'\n" in text
+    assert "singularity" not in srun and "apptainer" not in srun
+    assert shellcheck(text) == ""
+
+
 def shellcheck(text: str) -> str:
     if shutil.which("shellcheck") is None:
         pytest.fail("shellcheck is not installed; the test command installs it")
