@@ -72,3 +72,34 @@ def test_ranks_terminated_by_a_cancel_or_timeout_are_stopped_not_failed():
         assert outcome.failed == () and outcome.stopped == (0, 1), state
     # the same words in a FAILED job: those ranks are the cause
     assert [f.rank for f in analyze("12", "FAILED", events, lambda r: Path("/x")).failed] == [0, 1]
+
+
+def test_the_failed_ranks_own_evidence_comes_before_the_consequences_in_the_others_logs(tmp_path):
+    """Rank 3 was SIGKILLed (srun: Killed); the others saw gloo's connection reset. The
+    likely cause is the kill; the collective error is only 'also seen'."""
+    for rank in range(4):
+        (tmp_path / f"r{rank}.log").write_text(
+            "step 10 loss 2.1\n" + ("" if rank == 3 else "[enforce fail at gloo/transport/tcp/pair.cc:538] Read "
+                                    "error [127.0.0.1]:36231: Connection reset by peer\n"))
+    log = ("srun: error: node1: task 3: Killed\nsrun: launch/slurm: _step_signal: Terminating StepId=9.0\n"
+           "srun: error: node1: tasks 0-2: Terminated\n")
+    outcome = analyze("9", "FAILED", srun_events(log), lambda r: tmp_path / f"r{r}.log", batch_log=log)
+    assert [f.rank for f in outcome.failed] == [3]
+    assert [c.cause for c in outcome.causes] == ["killed by a signal", "collective error"]
+    assert outcome.causes[0].evidence == "srun: task 3: Killed"
+    report = outcome.report()
+    assert "likely cause: killed by a signal" in report and "also seen: collective error (rank 0 log:" in report
+
+
+def test_ranks_that_stopped_sending_heartbeats_are_blamed_over_the_ranks_that_aborted(tmp_path):
+    heartbeat = ("F1122 client.h:80] Terminating process because the JAX distributed service detected fatal "
+                 "errors. absl::Status: UNAVAILABLE: The following tasks are unhealthy (stopped sending "
+                 "heartbeats):\n2\nThe tasks have crashed.\n")
+    for rank in range(4):
+        (tmp_path / f"r{rank}.log").write_text("" if rank == 2 else heartbeat)
+    log = ("srun: error: node1: tasks 0-1,3: Aborted\nsrun: launch/slurm: _step_signal: Terminating StepId=9.0\n"
+           "srun: error: node1: task 2: Killed\n")
+    outcome = analyze("9", "FAILED", srun_events(log), lambda r: tmp_path / f"r{r}.log", batch_log=log)
+    assert [(f.rank, f.host) for f in outcome.failed] == [(2, "node1")]
+    assert outcome.stopped == (0, 1, 3) and outcome.stopped_by == "JAX's coordination service"
+    assert outcome.causes[0].cause == "frozen rank"

@@ -161,7 +161,17 @@ def analyze(job_id: str, state: str, events: list[TaskEvent], rank_log, *, job_e
         others = {r for e in events for r in e.ranks} - set(silent)
         outcome = Outcome(job_id=job_id, state=state, exit_code=outcome.exit_code, failed=failed,
                           stopped=tuple(sorted(others)), stopped_by="JAX's coordination service")
-    return replace(outcome, causes=tuple(triage(texts)))
+    # What the failed ranks, srun and the batch log say comes first; the other ranks' logs
+    # mostly show the consequences (a peer's connection reset), so they only add.
+    first = {k: v for k, v in texts.items() if k in ("batch log", "srun") or
+             k in {f"rank {f.rank} log" for f in outcome.failed}}
+    findings = triage(first) + triage({k: v for k, v in texts.items() if k not in first})
+    if silent:  # the coordination service's word on who went quiet outranks every consequence
+        findings.sort(key=lambda f: f.cause != "frozen rank")
+    causes: dict[str, Finding] = {}
+    for finding in findings:
+        causes.setdefault(finding.cause, finding)  # each cause once, its first evidence kept
+    return replace(outcome, causes=tuple(causes.values()))
 
 
 def _blame(job_id, state, events, rank_log, job_exit_code, stopped_by, note) -> Outcome:

@@ -65,7 +65,7 @@ def render_sbatch(spec: JobSpec) -> str:
         except jinja2.TemplateError as err:
             raise SpecError(f"site template {spec.template}: {err}",
                             'a site template starts with {% extends "hpcjax/sbatch.sh.j2" %} and overrides '
-                            "its blocks: directives, prologue, launch, epilogue") from None
+                            "its blocks: directives, prologue, launch, srun_options, epilogue") from None
     else:
         template = _environment().get_template(TEMPLATE)
     text = _render(template, spec)
