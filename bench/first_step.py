@@ -49,6 +49,10 @@ def main() -> None:
               f"cold {cold['total_s']:.1f} s (compile {cold['compile_s']:.1f} s), "
               f"warm {warm['total_s']:.1f} s (compile {warm['compile_s']:.1f} s); "
               f"warm/cold {warm['total_s'] / cold['total_s']:.2f} (goal <= 0.5)")
+        for name, d in (("cold", cold), ("warm", warm)):
+            print(f"  {name}: to JAX initialized {d['start_to_initialized_s']:.1f} s, compile {d['compile_s']:.1f} s, "
+                  f"first step {d['first_step_s']:.2f} s, the rest (imports, data, model init) "
+                  f"{d['total_s'] - d['start_to_initialized_s'] - d['compile_s'] - d['first_step_s']:.1f} s")
         speed = {s: run(args, work, s, "--strategy", s, "--steps", args.steps, "--compile-cache", cache)["tokens_per_s"]
                  for s in ("fsdp", "hsdp")}
         print(f"tokens/s: fsdp {speed['fsdp']:.0f}, hsdp {speed['hsdp']:.0f}; hsdp/fsdp "
