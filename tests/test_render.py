@@ -173,3 +173,11 @@ def test_requeue_directives_and_budget_appear_only_when_asked():
     retried = render_sbatch(JobSpec(command=("x",), requeue=1, retry_failed=True))
     assert '|| [ "$hpcjax_ended" = failed ]; } && [ "$hpcjax_attempt" -le 1 ]' in retried
     assert "ExcNodeList" in retried
+
+
+def test_the_stop_marker_reaches_a_cleanenv_container():
+    text = render_sbatch(JobSpec(command=("x",), container=Container(runtime="singularity", image="$JAX_IMAGE",
+                                                                      flags=("--cleanenv",))))
+    assert 'export SINGULARITYENV_HPCJAX_STOP_MARKER="$HPCJAX_STOP_MARKER"\n' in text
+    assert 'export APPTAINERENV_HPCJAX_STOP_MARKER="$HPCJAX_STOP_MARKER"\n' in text
+    assert "ENV_HPCJAX_STOP_MARKER" not in render_sbatch(JobSpec(command=("x",)))
