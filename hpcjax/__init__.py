@@ -4,6 +4,7 @@ Three rooms, by where the code runs (docs/architecture.md):
   hpcjax.launch  the login node: job spec, rendered script, backends, the Run handle
   hpcjax.rank    every rank: environment mapping, roll call, JAX initialization, checks
   hpcjax.train   the training program
+  hpcjax.api     the Python API: Trainer (Ray Train's names), @remote, report, Data
 Importing hpcjax imports none of them; the names below load their room when used.
 """
 
@@ -17,6 +18,19 @@ _LAZY = {
     "Layout": ("hpcjax.launch.spec", "Layout"),
     "Container": ("hpcjax.launch.spec", "Container"),
     "job_spec": ("hpcjax.launch.profiles", "job_spec"),
+    # The Python API (hpcjax.api): Ray Train's names, and the decorator.
+    "Trainer": ("hpcjax.api.trainer", "Trainer"),
+    "JaxTrainer": ("hpcjax.api.trainer", "JaxTrainer"),
+    "ScalingConfig": ("hpcjax.api.configs", "ScalingConfig"),
+    "RunConfig": ("hpcjax.api.configs", "RunConfig"),
+    "Result": ("hpcjax.api.configs", "Result"),
+    "Data": ("hpcjax.api.configs", "Data"),
+    "Checkpoint": ("hpcjax.api.session", "Checkpoint"),
+    "report": ("hpcjax.api.session", "report"),
+    "get_checkpoint": ("hpcjax.api.session", "get_checkpoint"),
+    "get_context": ("hpcjax.api.session", "get_context"),
+    "remote": ("hpcjax.api.remote", "remote"),
+    "RemoteError": ("hpcjax.api.calls", "RemoteError"),
 }
 
 

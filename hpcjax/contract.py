@@ -29,6 +29,9 @@ DEFAULT_RUN_DIR = "hpcjax-run"  # checkpoints and metrics of `hpcjax train`
 # hostname, which need not be the SLURM node name.
 BATCH_LOG = "%j-batch.log"
 RANK_LOG = "%j-rank%t.log"
+# An element of a job array is named <array job>_<index> (%A_%a), as squeue, sacct and
+# scancel name it; its own %j is a number no caller knows.
+ARRAY_JOB_KEY = "%A_%a"
 
 # The signal SLURM sends before preemption or the time limit (`#SBATCH --signal`).
 # Not USR1: NCCL uses it. submitit uses USR2 too.
@@ -93,14 +96,19 @@ def coordinator_wrapper(prefixes: tuple[str, ...] = ()) -> str:
             + port + '}}"' + (f";{' export' + copies}" if copies else "") + '; exec "$@"')
 
 
-def batch_log_pattern(directory: str) -> str:
-    """The batch log as sbatch's --output takes it (SLURM fills %j)."""
-    return f"{directory}/{BATCH_LOG}"
+def batch_log_pattern(directory: str, array: bool = False) -> str:
+    """The batch log as sbatch's --output takes it (SLURM fills %j, or %A_%a in an array)."""
+    return f"{directory}/{BATCH_LOG}".replace("%j", ARRAY_JOB_KEY if array else "%j")
 
 
-def rank_log_pattern(directory: str) -> str:
-    """A rank's log as srun's --output takes it (SLURM fills %j and %t)."""
-    return f"{directory}/{RANK_LOG}"
+def rank_log_pattern(directory: str, array: bool = False) -> str:
+    """A rank's log as srun's --output takes it (SLURM fills %j and %t; %A_%a in an array)."""
+    return f"{directory}/{RANK_LOG}".replace("%j", ARRAY_JOB_KEY if array else "%j")
+
+
+def job_key_shell(array: bool = False) -> str:
+    """The job's name in the file names, as the batch script spells it."""
+    return "${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID}" if array else "${SLURM_JOB_ID}"
 
 
 def batch_log_path(directory: str | Path, job_id: str) -> Path:

@@ -14,17 +14,24 @@ verdicts, examples renders slurm/.
 
 from __future__ import annotations
 
+import os
 import shutil
 import sys
 
 from hpcjax.errors import UsageError
 
 BACKENDS = ("auto", "slurm", "local")
+BACKEND_ENV = "HPCJAX_BACKEND"  # what "auto" means when set: slurm or local
 
 
 def choose_backend(name: str | None = "auto", *, quiet: bool = False) -> str:
-    """'slurm' or 'local': 'auto' is SLURM where `sbatch` exists, else this machine's CPU."""
+    """'slurm' or 'local': 'auto' is $HPCJAX_BACKEND if set, else SLURM where `sbatch`
+    exists, else this machine's CPU."""
     name = name or "auto"
+    if name == "auto" and os.environ.get(BACKEND_ENV):
+        name = os.environ[BACKEND_ENV]
+        if name not in BACKENDS:
+            raise UsageError(f"{BACKEND_ENV}={name!r} is not a backend", f"valid backends: {', '.join(BACKENDS)}")
     if name not in BACKENDS:
         raise UsageError(f"unknown backend {name!r}", f"valid backends: {', '.join(BACKENDS)}")
     if name != "auto":

@@ -51,6 +51,9 @@ def check_local_spec(spec: JobSpec) -> None:
         raise UsageError("the local backend does not requeue: --requeue is the SLURM job requeueing itself",
                          "drop --requeue for --backend local (run again to resume from the checkpoint), "
                          "or submit to SLURM")
+    if spec.array:
+        raise UsageError("the local backend runs one job at a time, not a SLURM job array",
+                         "submit each element as its own job (hpcjax's remote .map does this)")
     if spec.modules:
         raise UsageError("the local backend cannot `module load` (that is the cluster's module system)",
                          "drop --module for --backend local, or submit to SLURM")

@@ -85,20 +85,21 @@ def check_bash_syntax(text: str, spec: JobSpec) -> None:
 
 
 def _render(template, spec: JobSpec) -> str:
+    job_key = contract.job_key_shell(bool(spec.array))
     return template.render(
         spec=spec,
         layout=spec.layout,
         container=spec.container,
         image=image_word(spec),
         layout_env=spec.layout.env(),
-        batch_log=contract.batch_log_pattern(spec.output_dir),
-        rank_log=contract.rank_log_pattern(spec.output_dir),
+        batch_log=contract.batch_log_pattern(spec.output_dir, bool(spec.array)),
+        rank_log=contract.rank_log_pattern(spec.output_dir, bool(spec.array)),
         warning_signal=contract.WARNING_SIGNAL,
-        stop_marker=contract.STOP_MARKER.replace("%j", "${SLURM_JOB_ID}"),
+        stop_marker=contract.STOP_MARKER.replace("%j", job_key),
         stop_marker_env=contract.STOP_MARKER_ENV,
-        attempts_log=contract.ATTEMPTS_LOG.replace("%j", "${SLURM_JOB_ID}"),
+        attempts_log=contract.ATTEMPTS_LOG.replace("%j", job_key),
         attempt_line=contract.ATTEMPT_LINE,
-        batch_log_name=contract.BATCH_LOG.replace("%j", "${SLURM_JOB_ID}"),
+        batch_log_name=contract.BATCH_LOG.replace("%j", job_key),
         jax_local_device_ids=contract.jax_local_device_ids(spec.layout.gpus_per_process),
         cleanenv_prefixes=contract.CLEANENV_PREFIXES.get(spec.container.runtime, ()),
         coordinator_wrapper=contract.coordinator_wrapper(contract.CLEANENV_PREFIXES.get(spec.container.runtime, ())),

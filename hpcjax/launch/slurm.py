@@ -66,6 +66,18 @@ def cluster_summary() -> str:
 def submit(spec: JobSpec) -> "SlurmRun":
     """Submit spec; return its Run once the scheduler has looked at it. Raises SubmitError
     if SLURM refuses it or holds it with a reason that means it can never start."""
+    if spec.array:
+        raise SubmitError("a job array has one Run per element", "submit it with slurm.submit_array(spec)")
+    [run] = _submit(spec, [None])
+    return run
+
+
+def submit_array(spec: JobSpec) -> list["SlurmRun"]:
+    """Submit a job array (spec.array elements); return one Run per element, in order."""
+    return _submit(spec, list(range(spec.array)))
+
+
+def _submit(spec: JobSpec, elements: list[int | None]) -> list["SlurmRun"]:
     if shutil.which("sbatch") is None:
         raise SlurmNotFound("SLURM is not installed on this machine (no `sbatch` on the PATH)",
                             "run `hpcjax submit` on the cluster's login node, or on this machine's "
@@ -80,12 +92,16 @@ def submit(spec: JobSpec) -> "SlurmRun":
         raise SubmitError(f"sbatch refused the job ({spec.layout.name}): {str(err).strip()}",
                           f"the cluster has: {summary}" if summary else
                           "check the layout against `sinfo -o '%P %D %c %G'`") from None
-    run = SlurmRun(job.job_id, Path(spec.output_dir).resolve(), spec.layout.num_processes)
-    records.save(run.job_id, {"backend": "slurm", "output_dir": str(run.log_dir), "layout": asdict(spec.layout)})
-    say(f"submitted job {run.job_id} ({spec.layout.name}, {spec.layout.num_processes} processes); "
+    log_dir = Path(spec.output_dir).resolve()
+    runs = [SlurmRun(job.job_id if i is None else f"{job.job_id}_{i}", log_dir, spec.layout.num_processes)
+            for i in elements]
+    for run in runs:
+        records.save(run.job_id, {"backend": "slurm", "output_dir": str(log_dir), "layout": asdict(spec.layout)})
+    what = f"job {job.job_id}" if spec.array == 0 else f"job array {job.job_id} ({spec.array} elements)"
+    say(f"submitted {what} ({spec.layout.name}, {spec.layout.num_processes} processes); "
         f"logs in {spec.output_dir}/")
-    run.ensure_can_start()
-    return run
+    runs[0].ensure_can_start()
+    return runs
 
 
 class SlurmRun(Run):
@@ -136,7 +152,7 @@ class SlurmRun(Run):
 
     def _fail_if_never_starts(self, status: slurmctl.JobStatus) -> None:
         if status.reason in NEVER_STARTS or status.reason.startswith("ReqNodeNotAvail"):
-            slurmctl.run_slurm(["scancel", self.job_id])
+            slurmctl.run_slurm(["scancel", self.job_id.split("_")[0]])  # an array's elements share the spec
             summary = cluster_summary()
             raise SubmitError(f"job {self.job_id} can never start: SLURM holds it with reason "
                               f"{status.reason}; it was cancelled",

@@ -47,8 +47,9 @@ def run_slurm(argv: list[str]) -> str:
 
 
 def check_job_id(job_id: str) -> str:
-    if not re.fullmatch(r"\d+", str(job_id)):
-        raise UsageError(f"invalid job id {job_id!r}", "a SLURM job id is a number, e.g. 1234")
+    if not re.fullmatch(r"\d+(_\d+)?", str(job_id)):
+        raise UsageError(f"invalid job id {job_id!r}",
+                         "a SLURM job id is a number, e.g. 1234, or an array element's, e.g. 1234_3")
     return str(job_id)
 
 

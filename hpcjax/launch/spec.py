@@ -189,6 +189,8 @@ class JobSpec:
     prologue: tuple[str, ...] = ()  # shell commands before the launch, one per line
     epilogue: tuple[str, ...] = ()  # shell commands after it
     template: str | None = None  # a site template extending the packaged one (Jinja blocks)
+    array: int = 0  # > 0: a job array of this many elements (SLURM_ARRAY_TASK_ID 0..array-1)
+    array_parallel: int | None = None  # at most this many elements run at once
 
     def __post_init__(self) -> None:
         command = tuple(self.command)
@@ -223,6 +225,12 @@ class JobSpec:
         if self.template is not None and not Path(self.template).is_file():
             raise SpecError(f"site template {self.template!r} does not exist",
                             "give the path of a .j2 file that starts with {% extends \"sbatch.sh.j2\" %}")
+        _require_int("array", self.array, 0, "the number of elements of a job array, or 0 for one job")
+        if self.array_parallel is not None:
+            _require_int("array_parallel", self.array_parallel, 1, "how many elements may run at once, e.g. 4")
+            if not self.array:
+                raise SpecError("array_parallel was given for a job that is not an array (array=0)",
+                                "give array=N, or drop array_parallel")
         object.__setattr__(self, "modules", tuple(self.modules))
         for module in self.modules:
             _require_text("module", module)

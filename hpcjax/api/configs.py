@@ -1,0 +1,178 @@
+"""The Python API's configuration, in Ray Train's names, built on JobSpec: the same
+validation and the same messages as the command line, raised when the config is made.
+
+    ScalingConfig(nodes=2, gpus_per_node=4, time="02:00:00", partition="gpu", ...)
+    RunConfig(storage_path="/shared/runs", name="exp1", backend=None, max_failures=1)
+    Data("/shared/datasets/mnist")        # an argument that reaches the function as a str path
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from hpcjax.errors import UsageError
+from hpcjax.launch import BACKENDS
+from hpcjax.launch.profiles import job_spec
+from hpcjax.launch.spec import JobSpec
+from hpcjax.validate import require_int
+
+# Ray's fields that describe TPU slices or Ray's own scheduler: no meaning on SLURM.
+NOT_ON_SLURM = ("use_tpu", "topology", "accelerator_type", "placement_strategy", "trainer_resources")
+# Paths that are on each node's own disk or memory, not on the cluster's shared storage.
+NODE_LOCAL_PREFIXES = ("/tmp", "/var/tmp", "/dev/shm", "/run")
+NODE_LOCAL_FILESYSTEMS = {"tmpfs", "ramfs"}
+
+
+class ScalingConfig:
+    """The layout and every job option the CLI has (partition, account, time, image,
+    runtime, binds, modules, env, profile, ...), checked at once through JobSpec.
+    Ray's `num_workers` (processes) and `resources_per_worker={"GPU": K}` are accepted
+    when they describe one layout."""
+
+    def __init__(self, *, nodes: int | None = None, gpus_per_node: int | None = None,
+                 gpus_per_process: int | None = None, num_workers: int | None = None,
+                 resources_per_worker: dict | None = None, use_gpu: bool | None = None,
+                 profile: str | None = None, profile_file: str | None = None, **options) -> None:
+        for name in NOT_ON_SLURM:
+            if name in options:
+                raise UsageError(f"ScalingConfig({name}=...) is Ray's TPU or scheduler setting; hpcjax runs "
+                                 "on SLURM GPU clusters only",
+                                 "describe the layout with nodes=, gpus_per_node= (and gpus_per_process=)")
+        if use_gpu is False:
+            raise UsageError("ScalingConfig(use_gpu=False): hpcjax runs one process per GPU (or per K GPUs)",
+                             "leave use_gpu out; on a machine without GPUs they are emulated as CPU devices")
+        if resources_per_worker is not None:
+            unknown = set(resources_per_worker) - {"GPU", "CPU"}
+            if unknown:
+                raise UsageError(f"resources_per_worker has {sorted(unknown)}: only GPU and CPU are known",
+                                 'e.g. resources_per_worker={"GPU": 4}')
+            gpus_per_process = gpus_per_process or resources_per_worker.get("GPU")
+            options.setdefault("cpus_per_task", resources_per_worker.get("CPU"))
+        if num_workers is not None:
+            nodes, gpus_per_node = layout_from_workers(num_workers, nodes, gpus_per_node, gpus_per_process or 1)
+        self.options = {k: v for k, v in dict(options, nodes=nodes, gpus_per_node=gpus_per_node,
+                                              gpus_per_process=gpus_per_process).items() if v is not None}
+        self.profile, self.profile_file = profile, profile_file
+        # The command is the call's, set when it is submitted; this checks everything else now.
+        self.spec = job_spec(["python"], profile=profile, profile_file=profile_file, **self.options)
+
+    @property
+    def num_workers(self) -> int:
+        return self.spec.layout.num_processes
+
+    def job(self, command: list[str], **fields) -> JobSpec:
+        return dataclasses.replace(self.spec, command=tuple(command), **fields)
+
+    def __repr__(self) -> str:
+        return f"ScalingConfig({self.spec.layout.name}, {self.options})"
+
+
+def layout_from_workers(workers: int, nodes: int | None, gpus_per_node: int | None,
+                        gpus_per_process: int) -> tuple[int, int]:
+    """Ray's num_workers (processes) as nodes x GPUs per node."""
+    require_int("num_workers", workers, 1, "the number of processes, e.g. num_workers=8")
+    nodes = nodes or 1
+    if workers % nodes:
+        raise UsageError(f"num_workers={workers} does not divide over nodes={nodes}",
+                         "every node runs the same number of processes: make num_workers a multiple of nodes")
+    derived = workers // nodes * gpus_per_process
+    if gpus_per_node is not None and gpus_per_node != derived:
+        raise UsageError(f"num_workers={workers} over {nodes} node(s) means {derived} GPUs per node, "
+                         f"but gpus_per_node={gpus_per_node}",
+                         "give either num_workers or gpus_per_node, not both")
+    return nodes, derived
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunConfig:
+    """Where a run keeps its results, checkpoints and logs (storage_path/name), which
+    backend runs it, and how many failed or preempted jobs are resubmitted."""
+
+    storage_path: str | None = None  # default: ./hpcjax-results
+    name: str | None = None  # default: the function's name and the time
+    backend: str | None = None  # "slurm", "local", or None: SLURM where sbatch exists
+    max_failures: int = 0
+
+    def __post_init__(self) -> None:
+        if self.backend not in (None, *BACKENDS):
+            raise UsageError(f"unknown backend {self.backend!r}", f"valid backends: {', '.join(BACKENDS)}, or None")
+        require_int("max_failures", self.max_failures, 0, "how many times a failed job is resubmitted, e.g. 1")
+        if self.name is not None and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", str(self.name)):
+            raise UsageError(f"run name {self.name!r} is not a plain file name",
+                             "use letters, digits, '.', '_' and '-', e.g. name='mnist-run1'")
+
+    def run_dir(self, default_name: str) -> Path:
+        name = self.name or f"{default_name}-{time.strftime('%Y%m%d-%H%M%S')}"
+        return (Path(self.storage_path or "hpcjax-results").expanduser() / name).resolve()
+
+
+@dataclass
+class Result:
+    """What fit() returns (Ray Train's names)."""
+
+    metrics: dict | None  # the last report
+    metrics_history: list[dict]
+    checkpoint: object | None  # hpcjax.Checkpoint, the latest reported
+    path: str  # storage_path/name
+    error: Exception | None = None  # hpcjax.RemoteError: rank, host, remote traceback
+    jobs: list[str] = field(default_factory=list)  # the job ids, one per attempt
+
+
+class Data:
+    """A file or directory the function reads: it arrives as a plain str path that exists
+    where the function runs (in place on shared storage; bound into a container)."""
+
+    def __init__(self, path: str | os.PathLike) -> None:
+        resolved = Path(path).expanduser().resolve()
+        if not resolved.exists():
+            raise UsageError(f"Data path {str(path)!r} does not exist (resolved to {resolved})",
+                             "give an existing file or directory on storage the job's nodes see")
+        if "," in str(resolved) or ":" in str(resolved):
+            raise UsageError(f"Data path {str(resolved)!r} contains ',' or ':', which container binds split on",
+                             "rename the directory or link it from a plain path")
+        self.path = str(resolved)
+
+    def __repr__(self) -> str:
+        return f"Data({self.path!r})"
+
+
+def node_local_reason(path: str | Path) -> str:
+    """Why `path` is on one node's own disk or memory (invisible to the other nodes), or ''."""
+    path = Path(path).resolve()
+    tmpdir = os.environ.get("TMPDIR")
+    for prefix in NODE_LOCAL_PREFIXES + ((tmpdir,) if tmpdir else ()):
+        if path == Path(prefix) or Path(prefix) in path.parents:
+            return f"it is under {prefix}, which is each node's own"
+    kind = filesystem_type(path)
+    return f"it is on a {kind} filesystem (memory of one node)" if kind in NODE_LOCAL_FILESYSTEMS else ""
+
+
+def filesystem_type(path: Path) -> str:
+    """The type of the mount holding path (from /proc/mounts; '' where unknown)."""
+    best, kind = "", ""
+    try:
+        mounts = Path("/proc/mounts").read_text().splitlines()
+    except OSError:
+        return ""
+    for line in mounts:
+        parts = line.split()
+        if len(parts) > 2 and (str(path) == parts[1] or str(path).startswith(parts[1].rstrip("/") + "/")):
+            if len(parts[1]) > len(best):
+                best, kind = parts[1], parts[2]
+    return kind
+
+
+def require_shared(what: str, path: str | Path, nodes: int, backend: str) -> None:
+    """A multi-node SLURM job's storage must be seen by every node: refuse what is not."""
+    if backend != "slurm" or nodes < 2:
+        return
+    reason = node_local_reason(path)
+    if reason:
+        raise UsageError(f"{what} {str(path)!r} is not shared storage for a {nodes}-node job: {reason}",
+                         "use a directory every node mounts (home, project or scratch space), e.g. "
+                         "RunConfig(storage_path='~/hpcjax-results')")

@@ -1,0 +1,53 @@
+"""The call folder: where a call's pickled function and arguments wait for the ranks,
+and where each rank leaves its result. One owner for the names both sides read.
+
+    <calls>/<call id>/call.json              the caller's import path, the run's session
+    <calls>/<call id>/<element>/call.pkl     submitit's DelayedSubmission (cloudpickle)
+    <calls>/<call id>/<element>/rank<R>.pkl  ("success", value) or ("error", traceback,
+                                             pickled exception or None, {"rank", "host"})
+
+A call has one element; a map has one per argument (a SLURM job array's index).
+Standard library only: the worker reads it on every rank.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+META = "call.json"
+CALL = "call.pkl"
+RESULT = "rank{rank}.pkl"
+ARRAY_ELEMENT = "array"  # the worker's element argument in a job array: SLURM_ARRAY_TASK_ID
+
+
+def element_dir(call_dir: str | Path, element: int) -> Path:
+    return Path(call_dir) / str(element)
+
+
+def call_pickle(call_dir: str | Path, element: int) -> Path:
+    return element_dir(call_dir, element) / CALL
+
+
+def result_path(call_dir: str | Path, element: int, rank: int) -> Path:
+    return element_dir(call_dir, element) / RESULT.format(rank=rank)
+
+
+def results(call_dir: str | Path, element: int) -> dict[int, Path]:
+    """Every rank's result file of an element, by rank."""
+    found = {}
+    directory = element_dir(call_dir, element)
+    for path in directory.glob("rank*.pkl") if directory.is_dir() else ():
+        match = re.fullmatch(RESULT.format(rank=r"(\d+)"), path.name)
+        if match:
+            found[int(match.group(1))] = path
+    return dict(sorted(found.items()))
+
+
+def write_meta(call_dir: Path, meta: dict) -> None:
+    (call_dir / META).write_text(json.dumps(meta))
+
+
+def read_meta(call_dir: str | Path) -> dict:
+    return json.loads((Path(call_dir) / META).read_text())

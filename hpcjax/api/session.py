@@ -1,0 +1,226 @@
+"""What a training loop tells its run, and what the caller reads back: Ray Train's
+`report`, `get_checkpoint` and `get_context`, over files in the run directory.
+
+    storage_path/name/reports.jsonl    rank 0's reports, in order: {"attempt", "metrics"};
+                                       and at each attempt's start {"attempt", "start": n}:
+                                       the first n reports are kept (those up to the
+                                       checkpoint it resumes from), the rest were replayed
+    storage_path/name/checkpoint.json  the latest checkpoint: {"path", "attempt", "history"}
+    storage_path/name/checkpoints/     copies of checkpoints registered from elsewhere
+
+Rank side: the worker calls `start` once JAX is initialized. Caller side: `history`,
+`latest_checkpoint`, `next_attempt`. Standard library only (NumPy, lazily, to turn
+array values into numbers).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from hpcjax.errors import UsageError
+
+REPORTS = "reports.jsonl"
+CHECKPOINT = "checkpoint.json"
+COPIES = "checkpoints"
+
+
+class Checkpoint:
+    """A directory holding a checkpoint (an Orbax checkpoint, or any directory)."""
+
+    def __init__(self, path: str | os.PathLike) -> None:
+        self.path = str(Path(path).resolve())
+
+    @classmethod
+    def from_directory(cls, path: str | os.PathLike) -> "Checkpoint":
+        return cls(path)
+
+    def to_directory(self, path: str | os.PathLike | None = None) -> str:
+        """A copy of the checkpoint in `path` (a new temporary directory if None)."""
+        target = Path(path) if path else Path(tempfile.mkdtemp(prefix="hpcjax-checkpoint-"))
+        shutil.copytree(self.path, target, dirs_exist_ok=True)
+        return str(target)
+
+    @contextlib.contextmanager
+    def as_directory(self):
+        yield self.path  # on shared storage already: no copy
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Checkpoint) and other.path == self.path
+
+    def __repr__(self) -> str:
+        return f"Checkpoint(path={self.path!r})"
+
+
+@dataclass(frozen=True)
+class Context:
+    """Where this rank stands: Ray Train's TrainContext names, and the layout."""
+
+    world_size: int
+    world_rank: int
+    local_world_size: int
+    layout: dict  # nodes, gpus_per_node, gpus_per_process
+    attempt: int = 1
+    run_dir: str | None = None  # storage_path/name of a Trainer run
+    extra: dict = field(default_factory=dict)
+
+    def get_world_size(self) -> int:
+        return self.world_size
+
+    def get_world_rank(self) -> int:
+        return self.world_rank
+
+    def get_local_rank(self) -> int:
+        return self.world_rank % self.local_world_size
+
+    def get_local_world_size(self) -> int:
+        return self.local_world_size
+
+    def get_node_rank(self) -> int:
+        return self.world_rank // self.local_world_size  # srun places ranks block-wise
+
+    def get_storage(self) -> str | None:
+        return self.run_dir
+
+    def get_experiment_name(self) -> str | None:
+        return Path(self.run_dir).name if self.run_dir else None
+
+
+_context: Context | None = None
+_state = {"history": 0, "checkpoint": None}
+
+
+def start(context: Context) -> None:
+    """Called by the worker on every rank once JAX is initialized."""
+    global _context
+    _context = context
+    if context.run_dir is None:
+        return
+    latest = latest_checkpoint(context.run_dir)
+    _state["checkpoint"] = latest
+    _state["history"] = _read_json(Path(context.run_dir) / CHECKPOINT).get("history", 0) if latest else 0
+    if context.world_rank == 0:
+        _append(Path(context.run_dir) / REPORTS, {"attempt": context.attempt, "start": _state["history"]})
+
+
+def get_context() -> Context:
+    if _context is None:
+        raise UsageError("hpcjax.get_context() is called outside a job hpcjax started",
+                         "call it inside the function given to hpcjax.Trainer or @hpcjax.remote")
+    return _context
+
+
+def get_checkpoint() -> Checkpoint | None:
+    """The run's latest checkpoint (from an earlier job of the run), or None."""
+    _training_context("get_checkpoint")
+    return _state["checkpoint"]
+
+
+def report(metrics: dict, checkpoint: Checkpoint | str | os.PathLike | None = None) -> None:
+    """Keep rank 0's metrics (in order) and, with `checkpoint`, make that directory the
+    run's latest checkpoint. A directory outside the run directory is copied into it, so a
+    later job on other nodes finds it. Other ranks' reports are checked and dropped."""
+    context = _training_context("report")
+    if not isinstance(metrics, dict):
+        raise UsageError(f"hpcjax.report takes a dict of metrics, got {type(metrics).__name__}",
+                         'report({"loss": float(loss), "epoch": epoch})')
+    plain = {str(k): plain_value(v) for k, v in metrics.items()}
+    path = None
+    if checkpoint is not None:
+        path = Path(checkpoint.path if isinstance(checkpoint, Checkpoint) else checkpoint).resolve()
+        if not path.is_dir():
+            raise UsageError(f"checkpoint {str(path)!r} is not a directory",
+                             "save the checkpoint first, then report its directory")
+    if context.world_rank != 0:
+        return
+    run_dir = Path(context.run_dir)
+    _append(run_dir / REPORTS, {"attempt": context.attempt, "metrics": plain})
+    _state["history"] += 1
+    if path is not None:
+        if run_dir.resolve() not in path.parents:
+            copy = run_dir / COPIES / f"checkpoint_{_state['history']:06d}"
+            shutil.copytree(path, copy, dirs_exist_ok=True)
+            path = copy.resolve()
+        _write_json(run_dir / CHECKPOINT, {"path": str(path), "attempt": context.attempt,
+                                           "history": _state["history"]})
+
+
+def _training_context(name: str) -> Context:
+    context = get_context()
+    if context.run_dir is None:
+        raise UsageError(f"hpcjax.{name}() needs a training run: this function was started by @hpcjax.remote",
+                         "use hpcjax.Trainer for a run with reports and checkpoints, or return the "
+                         "values from the remote function")
+    return context
+
+
+def plain_value(value):
+    """A value JSON can hold: numbers stay numbers, arrays of one element become one."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, dict):
+        return {str(k): plain_value(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [plain_value(v) for v in value]
+    import numpy  # noqa: PLC0415 (only reports of array values need it)
+
+    array = numpy.asarray(value)  # waits for this value only
+    return array.item() if array.size == 1 else array.tolist()
+
+
+# --- the caller's side -------------------------------------------------------------
+def history(run_dir: str | Path) -> list[dict]:
+    """Every kept report, in order: an attempt that resumed from a checkpoint replaces
+    what came after that checkpoint."""
+    kept: list[dict] = []
+    for entry in _read_lines(Path(run_dir) / REPORTS):
+        if "start" in entry:
+            del kept[entry["start"]:]
+        elif "metrics" in entry:
+            kept.append(entry["metrics"])
+    return kept
+
+
+def latest_checkpoint(run_dir: str | Path) -> Checkpoint | None:
+    found = _read_json(Path(run_dir) / CHECKPOINT).get("path")
+    return Checkpoint(found) if found and Path(found).is_dir() else None
+
+
+def next_attempt(run_dir: str | Path) -> int:
+    return max((e.get("attempt", 0) for e in _read_lines(Path(run_dir) / REPORTS)), default=0) + 1
+
+
+def _read_lines(path: Path) -> list[dict]:
+    found = []
+    for line in path.read_text().splitlines() if path.is_file() else []:
+        try:
+            found.append(json.loads(line))
+        except ValueError:  # a line cut short by a kill: the others still count
+            continue
+    return found
+
+
+def _read_json(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def _append(path: Path, entry: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as handle:
+        handle.write(json.dumps(entry) + "\n")
+
+
+def _write_json(path: Path, data: dict) -> None:
+    """In one step: a reader (or a kill) never sees half of it."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    with os.fdopen(fd, "w") as handle:
+        json.dump(data, handle)
+    os.replace(tmp, path)

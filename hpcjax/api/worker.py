@@ -1,0 +1,99 @@
+"""Every rank of a job started from the Python API runs this:
+
+    python -u -m hpcjax.api.worker CALL_DIR ELEMENT     (ELEMENT: a number, or "array")
+
+It puts the caller's import path in place, initializes JAX for the layout (hpcjax.rank),
+loads the call submitit pickled (its DelayedSubmission, through cloudpickle), runs it,
+and leaves the outcome beside it: rank 0 its return value, every rank "success" or its
+exception with the traceback, its rank and its node. A rank whose function raised exits
+with 1, so srun (or the local backend) stops the others at once.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+import socket
+import sys
+import traceback
+
+from hpcjax import contract
+from hpcjax.api import folder, session
+
+EXIT_RAISED = 1
+
+
+def node_name() -> str:
+    """The node as the job followers name it: SLURM's name, or the local backend's."""
+    return os.environ.get("SLURMD_NODENAME") or os.environ.get(contract.NODE_NAME_ENV) or socket.gethostname()
+
+
+def element_of(argument: str) -> int:
+    if argument == folder.ARRAY_ELEMENT:
+        return int(os.environ["SLURM_ARRAY_TASK_ID"])
+    return int(argument)
+
+
+def run_train_loop(loop, config):
+    """What a Trainer's job runs on every rank: the user's loop, with its config if it
+    takes one (Ray Train's rule)."""
+    if takes_argument(loop):
+        return loop({} if config is None else config)
+    return loop()
+
+
+def takes_argument(function) -> bool:
+    try:
+        parameters = inspect.signature(function).parameters.values()
+    except (TypeError, ValueError):  # a builtin without a signature: give it the config
+        return True
+    return any(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL) for p in parameters)
+
+
+def main(argv: list[str]) -> int:
+    call_dir, element = argv[0], element_of(argv[1])
+    meta = folder.read_meta(call_dir)
+    for entry in meta.get("sys_path", []):  # the caller's modules import here as there
+        if entry not in sys.path:
+            sys.path.append(entry)
+    # Imported here: the rank side starts only once the call is known to be readable.
+    import cloudpickle
+    from submitit.core.utils import DelayedSubmission, cloudpickle_dump, temporary_save_path
+
+    from hpcjax.rank.runtime import initialize
+
+    denv = initialize()
+    rank = denv.process_id
+    layout = {k: int(os.environ.get(v, "1")) for k, v in zip(("nodes", "gpus_per_node", "gpus_per_process"),
+                                                               contract.LAYOUT_ENV)}
+    local = max(1, layout["gpus_per_node"] // layout["gpus_per_process"])
+    run = meta.get("session") or {}
+    session.start(session.Context(world_size=denv.num_processes, world_rank=rank, local_world_size=local,
+                                  layout=layout, attempt=run.get("attempt", 1), run_dir=run.get("run_dir")))
+    result = folder.result_path(call_dir, element, rank)
+    try:
+        value = DelayedSubmission.load(folder.call_pickle(call_dir, element)).result()
+        outcome = ("success", value if rank == 0 else None)
+        code = 0
+    except Exception as error:  # the caller gets it, with the rank and node it happened on
+        text = traceback.format_exc()
+        print(text, file=sys.stderr, flush=True)
+        try:
+            exception = cloudpickle.dumps(error)
+        except Exception:  # not every exception pickles; the traceback text always travels
+            exception = None
+        outcome = ("error", text, exception, {"rank": rank, "host": node_name()})
+        code = EXIT_RAISED
+    try:
+        with temporary_save_path(result) as tmp:  # written whole, then moved: never half a result
+            cloudpickle_dump(outcome, tmp)
+    except Exception as error:  # a return value that does not pickle: say so instead
+        text = f"the return value of rank {rank} could not be pickled: {error!r}"
+        with temporary_save_path(result) as tmp:
+            cloudpickle_dump(("error", text, None, {"rank": rank, "host": node_name()}), tmp)
+        return EXIT_RAISED
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
