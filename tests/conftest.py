@@ -37,6 +37,17 @@ def slurm_cluster():
     return ping.stdout
 
 
+@pytest.fixture
+def shared_storage(request, slurm_cluster):
+    """A directory both dev-cluster nodes see, outside /tmp (which hpcjax refuses as
+    storage for a multi-node job: on a real cluster it is each node's own)."""
+    where = DEVCLUSTER_CONF.parent.parent / "storage" / f"{request.node.name[:60]}-{os.getpid()}"
+    shutil.rmtree(where, ignore_errors=True)
+    where.mkdir(parents=True)
+    yield where
+    shutil.rmtree(where, ignore_errors=True)
+
+
 def run_hpcjax(*args: str, cwd: Path | None = None, env: dict | None = None, timeout: float = 300):
     """Run the hpcjax command as a user would (through the interpreter, so a fresh
     machine's PATH need not know the console script yet)."""

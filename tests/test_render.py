@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from hpcjax.contract import derived_port
+from hpcjax.errors import SpecError
 from hpcjax.launch.render import render_sbatch
 from hpcjax.launch.spec import Container, JobSpec, Layout
 
@@ -95,6 +96,7 @@ def _specs_for_shellcheck(tmp_path: Path):
         yield hostile_spec(marker, image, runtime)
     yield JobSpec(command=("python", "train.py"), requeue=2)
     yield JobSpec(command=("python", "train.py"), requeue=1, retry_failed=True)
+    yield JobSpec(command=("python", "train.py"), array=4, array_parallel=2, requeue=1)
 
 
 def test_every_rendered_script_is_shellcheck_and_bash_n_clean(tmp_path):
@@ -108,7 +110,7 @@ def test_every_rendered_script_is_shellcheck_and_bash_n_clean(tmp_path):
         syntax = subprocess.run(["bash", "-n"], input=text, capture_output=True, text=True)
         assert syntax.returncode == 0, syntax.stderr
         count += 1
-    assert count == 20
+    assert count == 21
 
 
 def _stub(bin_dir: Path, name: str, body: str) -> None:
@@ -173,6 +175,21 @@ def test_requeue_directives_and_budget_appear_only_when_asked():
     retried = render_sbatch(JobSpec(command=("x",), requeue=1, retry_failed=True))
     assert '|| [ "$hpcjax_ended" = failed ]; } && [ "$hpcjax_attempt" -le 1 ]' in retried
     assert "ExcNodeList" in retried
+
+
+def test_a_job_array_names_its_files_by_array_job_and_index():
+    """An element's own %j is a number no caller knows; squeue, sacct and scancel name it
+    <array job>_<index>, so its logs and attempts do too."""
+    text = render_sbatch(JobSpec(command=("x",), array=4, array_parallel=2))
+    assert "#SBATCH --array=0-3%2\n" in text
+    assert "#SBATCH --output=hpcjax-logs/%A_%a-batch.log\n" in text and "--output=hpcjax-logs/%A_%a-rank%t.log" in text
+    assert '"$HPCJAX_LOG_DIR/${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID}-attempts.jsonl"' in text
+    plain = render_sbatch(JobSpec(command=("x",)))
+    assert "--array" not in plain and "%A" not in plain and "SLURM_ARRAY" not in plain
+    with pytest.raises(SpecError, match="array_parallel was given for a job that is not an array"):
+        JobSpec(command=("x",), array_parallel=2)
+    with pytest.raises(SpecError, match="array must be an integer >= 0"):
+        JobSpec(command=("x",), array=-1)
 
 
 def test_the_stop_marker_reaches_a_cleanenv_container():

@@ -21,6 +21,8 @@ ALLOWED = {
     "rank": {"jax", "numpy"} | SHARED | {"hpcjax.rank"},
     "train": {"jax", "numpy", "optax", "orbax"} | SHARED | {"hpcjax.rank", "hpcjax.train"},
     "launch": {"jinja2", "submitit"} | SHARED | {"hpcjax.launch"},
+    # The Python API: its caller side builds on launch, its worker on rank; never train.
+    "api": {"submitit", "cloudpickle", "numpy"} | SHARED | {"hpcjax.api", "hpcjax.launch", "hpcjax.rank"},
     "shared": set(),  # errors, contract, validate: the standard library only (and each other)
 }
 
@@ -48,7 +50,7 @@ def allowed(module: str, room: str) -> bool:
 
 
 def room_files():
-    for room in ("rank", "train", "launch"):
+    for room in ("rank", "train", "launch", "api"):
         for path in sorted((PACKAGE / room).glob("*.py")):
             yield room, path
     for name in ("errors", "contract", "validate"):
@@ -59,6 +61,16 @@ def room_files():
 def test_each_room_imports_only_what_it_may(room, path):
     bad = sorted(m for m in imports_of(path) if not allowed(m, room))
     assert not bad, f"{path.relative_to(REPO)} ({room}) imports {bad}"
+
+
+# The API's rank side runs inside the job's image: no jinja2 there, so no launch code.
+API_RANK_SIDE = ("worker.py", "session.py", "folder.py")
+
+
+@pytest.mark.parametrize("name", API_RANK_SIDE)
+def test_the_apis_rank_side_never_imports_the_launch_side(name):
+    path = PACKAGE / "api" / name
+    assert not {m for m in imports_of(path) if m.startswith("hpcjax.launch") or m == "jinja2"}
 
 
 def test_no_module_is_over_300_lines():

@@ -21,7 +21,6 @@ from hpcjax.api import folder
 from hpcjax.api.configs import Data, ScalingConfig, require_shared
 from hpcjax.errors import HpcjaxError
 from hpcjax.launch import choose_backend
-from hpcjax.launch.run import say
 
 
 class RemoteError(HpcjaxError):
@@ -216,7 +215,7 @@ def read_result(call_dir: Path, element: int, outcome):
     rank = first if first in errors else min(errors, default=None)
     if rank is None:
         failure = outcome.failed[0] if outcome.failed else None
-        raise RemoteError(f"job {outcome.job_id} {outcome.state}: " + outcome.report(),
+        raise RemoteError(outcome.report(),
                           f"see every rank's log: hpcjax logs {outcome.job_id}",
                           rank=failure.rank if failure else None, host=failure.host if failure else None,
                           job_id=outcome.job_id, outcome=outcome)

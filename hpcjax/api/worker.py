@@ -50,6 +50,17 @@ def takes_argument(function) -> bool:
     return any(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL) for p in parameters)
 
 
+def user_traceback(error: BaseException) -> str:
+    """The traceback from the user's function on: the worker's and submitit's own frames
+    before it say nothing to the reader."""
+    tb = error.__traceback__
+    ours = (__file__, run_train_loop.__code__.co_filename)
+    while tb is not None and tb.tb_next is not None and (
+            tb.tb_frame.f_code.co_filename in ours or "submitit" in tb.tb_frame.f_code.co_filename):
+        tb = tb.tb_next
+    return "".join(traceback.format_exception(type(error), error, tb))
+
+
 def main(argv: list[str]) -> int:
     call_dir, element = argv[0], element_of(argv[1])
     meta = folder.read_meta(call_dir)
@@ -76,7 +87,7 @@ def main(argv: list[str]) -> int:
         outcome = ("success", value if rank == 0 else None)
         code = 0
     except Exception as error:  # the caller gets it, with the rank and node it happened on
-        text = traceback.format_exc()
+        text = user_traceback(error)
         print(text, file=sys.stderr, flush=True)
         try:
             exception = cloudpickle.dumps(error)
@@ -96,4 +107,11 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    code = main(sys.argv[1:])
+    if code:
+        # A rank that raised ends now: a normal exit would wait in JAX's shutdown barrier
+        # for the other ranks, which may wait in a collective for this one.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    sys.exit(code)

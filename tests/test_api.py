@@ -1,0 +1,111 @@
+"""The Python API's checks, made before anything is written or submitted, and its
+pure parts (the run's history across resumed attempts, Ray's num_workers)."""
+
+import json
+
+import pytest
+
+import hpcjax
+from hpcjax.api import session
+from hpcjax.api.configs import node_local_reason
+from hpcjax.errors import SpecError, UsageError
+
+
+def loop_with_config(config):
+    return config
+
+
+def test_a_non_callable_is_refused_by_trainer_and_remote():
+    with pytest.raises(UsageError, match="train_loop_per_worker must be a function, got str"):
+        hpcjax.Trainer("train.py")
+    with pytest.raises(UsageError, match="hpcjax.remote decorates a function, got int") as raised:
+        hpcjax.remote(nodes=1)(42)
+    assert "@hpcjax.remote" in raised.value.hint
+
+
+def test_a_layout_that_does_not_divide_gets_the_job_specs_own_error():
+    with pytest.raises(SpecError) as raised:
+        hpcjax.ScalingConfig(nodes=2, gpus_per_node=4, gpus_per_process=3)
+    assert raised.value.message == "gpus_per_process=3 does not divide gpus_per_node=4"
+    assert "valid values: 1, 2, 4" in raised.value.hint
+    with pytest.raises(SpecError, match="malformed walltime"):
+        hpcjax.remote(time="two hours")(loop_with_config)
+    with pytest.raises(SpecError, match="unknown container runtime"):
+        hpcjax.ScalingConfig(runtime="docker", image="x.sif")
+
+
+def test_ray_fields_map_onto_one_layout_or_are_refused():
+    layout = hpcjax.ScalingConfig(num_workers=8, nodes=2).spec.layout
+    assert (layout.nodes, layout.gpus_per_node, layout.gpus_per_process) == (2, 4, 1)
+    layout = hpcjax.ScalingConfig(num_workers=2, nodes=2, resources_per_worker={"GPU": 4}).spec.layout
+    assert (layout.nodes, layout.gpus_per_node, layout.gpus_per_process) == (2, 4, 4)
+    with pytest.raises(UsageError, match="num_workers=3 does not divide over nodes=2"):
+        hpcjax.ScalingConfig(num_workers=3, nodes=2)
+    with pytest.raises(UsageError, match="means 4 GPUs per node, but gpus_per_node=2"):
+        hpcjax.ScalingConfig(num_workers=8, nodes=2, gpus_per_node=2)
+    for tpu in ({"use_tpu": True}, {"topology": "4x4"}, {"accelerator_type": "TPU-V6E"}):
+        with pytest.raises(UsageError, match="SLURM GPU clusters only"):
+            hpcjax.ScalingConfig(num_workers=4, **tpu)
+    with pytest.raises(UsageError, match="unknown job option 'gpus'"):
+        hpcjax.ScalingConfig(gpus=4)
+
+
+def test_run_config_values_are_checked():
+    with pytest.raises(UsageError, match="max_failures must be an integer >= 0, got -1"):
+        hpcjax.RunConfig(max_failures=-1)
+    with pytest.raises(UsageError, match="unknown backend 'k8s'"):
+        hpcjax.RunConfig(backend="k8s")
+    with pytest.raises(UsageError, match="not a plain file name"):
+        hpcjax.RunConfig(name="a/b")
+    with pytest.raises(UsageError, match="takes no argument"):
+        hpcjax.Trainer(lambda: None, train_loop_config={"lr": 1})
+    with pytest.raises(UsageError, match="scaling_config must be an hpcjax.ScalingConfig, got dict"):
+        hpcjax.Trainer(loop_with_config, scaling_config={"nodes": 2})
+
+
+def test_missing_data_and_node_local_storage_fail_before_anything_is_written(tmp_path, monkeypatch):
+    with pytest.raises(UsageError, match="does not exist") as raised:
+        hpcjax.Data(tmp_path / "no such dir")
+    assert "existing file or directory" in raised.value.hint
+    storage = tmp_path / "calls"
+    two_nodes = hpcjax.remote(nodes=2, gpus_per_node=1, backend="slurm", storage_path=str(storage))(loop_with_config)
+    with pytest.raises(UsageError, match="is not shared storage for a 2-node job: it is under /tmp") as raised:
+        two_nodes.submit(1)
+    assert "every node mounts" in raised.value.hint
+    trainer = hpcjax.Trainer(loop_with_config, train_loop_config={},
+                             scaling_config=hpcjax.ScalingConfig(nodes=2),
+                             run_config=hpcjax.RunConfig(storage_path=str(storage), name="r", backend="slurm"))
+    with pytest.raises(UsageError, match="not shared storage"):
+        trainer.fit()
+    assert not storage.exists()  # nothing written, nothing submitted
+    monkeypatch.setenv("TMPDIR", "/scratch/local")
+    assert "under /scratch/local" in node_local_reason("/scratch/local/x")
+    assert node_local_reason("/root/x") == ""
+    one_node = hpcjax.remote(nodes=1, backend="slurm", storage_path=str(storage))(loop_with_config)
+    with pytest.raises(UsageError, match="map\\(\\) was given no arguments"):
+        one_node.map([])
+    with pytest.raises(UsageError, match="max_parallel must be an integer >= 1, got 0"):
+        one_node.map([1], max_parallel=0)
+
+
+def test_report_and_context_outside_a_job_say_where_they_belong():
+    with pytest.raises(UsageError, match="outside a job hpcjax started"):
+        hpcjax.report({"loss": 1.0})
+    with pytest.raises(UsageError, match="outside a job hpcjax started"):
+        hpcjax.get_context()
+
+
+def test_history_keeps_the_reports_up_to_the_checkpoint_a_resumed_attempt_starts_from(tmp_path):
+    lines = [{"attempt": 1, "start": 0}] + [{"attempt": 1, "metrics": {"e": e}} for e in range(7)]
+    lines += [{"attempt": 2, "start": 5}] + [{"attempt": 2, "metrics": {"e": e}} for e in range(5, 9)]
+    (tmp_path / session.REPORTS).write_text("".join(json.dumps(x) + "\n" for x in lines) + '{"attempt": 2, "met')
+    assert [m["e"] for m in session.history(tmp_path)] == list(range(9))
+    assert session.next_attempt(tmp_path) == 3
+    assert session.latest_checkpoint(tmp_path) is None
+
+
+def test_reported_values_become_plain_numbers():
+    import numpy as np
+
+    assert session.plain_value({"loss": np.float32(0.5), "v": np.arange(3), "n": [np.int64(2)]}) == \
+        {"loss": 0.5, "v": [0, 1, 2], "n": [2]}
