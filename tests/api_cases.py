@@ -20,6 +20,7 @@ from hpcjax.api import session
 from hpcjax.launch import records
 
 EXAMPLE = REPO / "examples" / "ray_train_jax.py"
+REMOTE_EXAMPLE = REPO / "examples" / "remote_jax.py"
 
 # --- functions that run on the ranks ---------------------------------------------------
 
@@ -240,3 +241,14 @@ def ctrl_c_cancels_the_job(backend: str, storage: Path) -> None:
     while run.state() not in ("CANCELLED",) and time.monotonic() < deadline:
         time.sleep(0.5)
     assert run.state() == "CANCELLED"
+
+
+def remote_example(backend: str, cwd: Path) -> None:
+    """Seed 003's examples under @hpcjax.remote: a value back, and a sweep as a map."""
+    done = subprocess.run([sys.executable, str(REMOTE_EXAMPLE)], capture_output=True, text=True, cwd=cwd,
+                          timeout=600, env={**os.environ, "HPCJAX_BACKEND": backend})
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = done.stdout.splitlines()
+    assert lines[0] == "1000.0"
+    losses = [float(line.split("final loss ")[1].split()[0]) for line in lines[1:]]
+    assert len(losses) == 3 and all(0 < loss < 0.1 for loss in losses), lines

@@ -109,3 +109,15 @@ def test_reported_values_become_plain_numbers():
 
     assert session.plain_value({"loss": np.float32(0.5), "v": np.arange(3), "n": [np.int64(2)]}) == \
         {"loss": 0.5, "v": [0, 1, 2], "n": [2]}
+
+
+def test_a_container_job_binds_the_storage_and_every_data_path_in_place(tmp_path):
+    from hpcjax.api.calls import with_binds
+    from hpcjax.launch.spec import Container
+
+    image = tmp_path / "jax.sif"
+    image.touch()
+    container = Container(runtime="apptainer", image=str(image), binds=("/scratch:/scratch",))
+    bound = with_binds(container, ["/shared/run", "/shared/my data", "/shared/run", "/scratch"])
+    assert bound.binds == ("/scratch:/scratch", "/shared/run:/shared/run", "/shared/my data:/shared/my data")
+    assert with_binds(Container(), ["/shared/run"]) == Container()

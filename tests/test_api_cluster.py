@@ -40,3 +40,7 @@ def test_data_with_a_space_in_its_name_reaches_the_function(shared_storage, hpcj
 
 def test_ctrl_c_cancels_the_job_and_says_so(shared_storage, hpcjax_home):
     api_cases.ctrl_c_cancels_the_job("slurm", shared_storage)
+
+
+def test_seed_003_examples_run_under_remote(shared_storage, hpcjax_home):
+    api_cases.remote_example("slurm", shared_storage)

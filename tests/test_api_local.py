@@ -30,3 +30,7 @@ def test_data_with_a_space_in_its_name_reaches_the_function(tmp_path, hpcjax_hom
 
 def test_ctrl_c_cancels_the_job_and_says_so(tmp_path, hpcjax_home):
     api_cases.ctrl_c_cancels_the_job("local", tmp_path)
+
+
+def test_seed_003_examples_run_under_remote(tmp_path, hpcjax_home):
+    api_cases.remote_example("local", tmp_path)

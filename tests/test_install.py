@@ -30,6 +30,12 @@ def test_wheel_install_in_fresh_venv_renders(tmp_path):
                            capture_output=True, text=True, cwd=tmp_path)
     module_file, templates = where.stdout.split()
     assert module_file.startswith(str(venv)) and templates.startswith(str(venv)), where.stdout
+    # Every package of the source tree is in the wheel (a new room must be listed in pyproject).
+    rooms = sorted(p.parent.name for p in (REPO / "hpcjax").glob("*/__init__.py"))
+    found = subprocess.run([str(venv / "bin/python"), "-c", "import importlib, sys\n"
+                            "for room in sys.argv[1:]: print(importlib.import_module('hpcjax.' + room).__file__)",
+                            *rooms], capture_output=True, text=True, cwd=tmp_path)
+    assert found.returncode == 0 and all(line.startswith(str(venv)) for line in found.stdout.split()), found
     work = tmp_path / "work"
     work.mkdir()
     (work / "jax.sif").touch()

@@ -9,6 +9,7 @@ read back from what the ranks left.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import pickle
 import sys
@@ -72,12 +73,12 @@ class Call:
     def state(self) -> str:
         return self.run.state() if self.started.is_set() else "PENDING"
 
-    def wait(self, *, progress: bool = True):
+    def wait(self, *, progress: bool = True, detail=None):
         if self.scheduled:  # the scheduler's thread follows the job; wait for it
             self.ended.wait()
             self._require_started()
             return self.run.outcome
-        return self.run.wait(progress=progress)
+        return self.run.wait(progress=progress, detail=detail)
 
     def cancel(self) -> None:
         """Cancel the job; an element of a local map that has not started yet never runs
@@ -128,6 +129,16 @@ def unwrap_data(value, found: list[str]):
     return value
 
 
+def with_binds(container, paths: list[str]):
+    """The container with each path bound at the same place inside (the call folder, the
+    logs, Data), so the function sees the paths it was given; bare runs need none."""
+    if container.runtime == "none":
+        return container
+    present = {b.split(":")[0] for b in container.binds}
+    binds = tuple(f"{p}:{p}" for p in dict.fromkeys(paths) if p not in present)
+    return dataclasses.replace(container, binds=container.binds + binds)
+
+
 def worker_command(scaling: ScalingConfig, call_dir: Path, element: str) -> list[str]:
     # In a container the image's Python runs the worker; bare, the caller's own.
     python = "python3" if scaling.spec.container.runtime != "none" else sys.executable
@@ -146,12 +157,8 @@ def launch(function, arguments: list[tuple[tuple, dict]], scaling: ScalingConfig
     arguments = [(unwrap_data(a, data), unwrap_data(k, data)) for a, k in arguments]
     for path in data:
         require_shared("Data", path, nodes, backend)
-    binds = tuple(f"{p}:{p}" for p in dict.fromkeys(data))
-    container = scaling.spec.container
-    if binds and container.runtime != "none":
-        container = type(container)(runtime=container.runtime, image=container.image,
-                                    binds=container.binds + binds, flags=container.flags)
-    fields = dict(container=container, output_dir=str(storage / "logs"), job_name=job_name)
+    fields = dict(container=with_binds(scaling.spec.container, [str(storage)] + data),
+                  output_dir=str(storage / "logs"), job_name=job_name)
     call_dir = prepare(storage / "calls", function, arguments, session)
     if backend == "slurm":
         from hpcjax.launch import slurm

@@ -186,6 +186,16 @@ def history(run_dir: str | Path) -> list[dict]:
     return kept
 
 
+def describe_latest(run_dir: str | Path) -> str:
+    """The latest report, for the progress line: `report 38: epoch=37 loss=0.1234`."""
+    kept = history(run_dir)
+    if not kept:
+        return ""
+    shown = " ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
+                     for k, v in list(kept[-1].items())[:6] if isinstance(v, (int, float, str)))
+    return f"report {len(kept)}: {shown}"
+
+
 def latest_checkpoint(run_dir: str | Path) -> Checkpoint | None:
     found = _read_json(Path(run_dir) / CHECKPOINT).get("path")
     return Checkpoint(found) if found and Path(found).is_dir() else None

@@ -55,7 +55,7 @@ class Trainer:
                                   session={"run_dir": str(run_dir), "attempt": attempt})
             jobs.append(call.job_id)
             with cancel_on_interrupt([call]):
-                outcome = call.wait(progress=True)
+                outcome = call.wait(progress=True, detail=lambda: session.describe_latest(run_dir))
             if outcome.ok:
                 error = None
                 break

@@ -80,16 +80,18 @@ class Run:
                 self._outcome = self._finish(state)
         return self._outcome
 
-    def wait(self, *, progress: bool = True) -> Outcome:
+    def wait(self, *, progress: bool = True, detail=None) -> Outcome:
         """Follow the job to its end, a line on stderr for each change of state (and every
-        30 s while nothing changes); return its Outcome."""
+        30 s while nothing changes); return its Outcome. `detail()`, if given, adds what the
+        job itself says (its latest report) to each line."""
         last, last_print, started = None, 0.0, time.monotonic()
         while True:
             state, shown = self.poll()
             now = time.monotonic()
             if progress and (shown != last or now - last_print >= STILL_EVERY_S):
                 still = "still " if shown == last else ""
-                say(f"job {self.job_id}: {still}{shown}  [{now - started:.0f}s]")
+                more = detail() if detail and state == "RUNNING" else ""
+                say(f"job {self.job_id}: {still}{shown}{'; ' + more if more else ''}  [{now - started:.0f}s]")
                 last, last_print = shown, now
             if state in FINISHED_STATES:
                 self._outcome = self._outcome or self._finish(state)

@@ -97,7 +97,7 @@ def _submit(spec: JobSpec, elements: list[int | None]) -> list["SlurmRun"]:
             for i in elements]
     for run in runs:
         records.save(run.job_id, {"backend": "slurm", "output_dir": str(log_dir), "layout": asdict(spec.layout)})
-    what = f"job {job.job_id}" if spec.array == 0 else f"job array {job.job_id} ({spec.array} elements)"
+    what = f"job {job.job_id}" if spec.array == 0 else f"job array {job.job_id} of {spec.array} elements"
     say(f"submitted {what} ({spec.layout.name}, {spec.layout.num_processes} processes); "
         f"logs in {spec.output_dir}/")
     runs[0].ensure_can_start()
