@@ -9,6 +9,7 @@ read back from what the ranks left.
 
 from __future__ import annotations
 
+import atexit
 import dataclasses
 import os
 import pickle
@@ -22,6 +23,7 @@ from hpcjax.api import folder
 from hpcjax.api.configs import Data, ScalingConfig, require_shared
 from hpcjax.errors import HpcjaxError
 from hpcjax.launch import choose_backend
+from hpcjax.launch.run import say
 
 
 class RemoteError(HpcjaxError):
@@ -175,11 +177,26 @@ def launch(function, arguments: list[tuple[tuple, dict]], scaling: ScalingConfig
     for spec in specs:
         local.check_local_spec(spec)
     if not array:
-        return [Call(call_dir, 0, local.submit(specs[0]))]
+        call = Call(call_dir, 0, local.submit(specs[0]))
+        _local_calls.append(call)
+        return [call]
     calls = [Call(call_dir, i) for i in range(len(specs))]
     slots = max_parallel or max(1, (os.cpu_count() or 1) // scaling.spec.layout.num_processes)
-    threading.Thread(target=_run_locally, args=(calls, specs, slots), daemon=True).start()
+    # Not a daemon: like concurrent.futures, the program waits for its map at exit, so no
+    # element is left unstarted and no rank is orphaned.
+    threading.Thread(target=_run_locally, args=(calls, specs, slots), name="hpcjax-local-map").start()
     return calls
+
+
+_local_calls: list[Call] = []  # local jobs the caller may not wait for: their ranks are its children
+
+
+@atexit.register
+def _wait_for_local_calls() -> None:
+    for call in _local_calls:
+        if call.run.state() == "RUNNING":
+            say(f"waiting for local job {call.run.job_id} to end: its ranks are this program's children")
+            call.run.wait(progress=False)
 
 
 def _run_locally(calls: list[Call], specs: list, slots: int) -> None:
