@@ -85,15 +85,29 @@ def jax_local_device_ids(gpus_per_process: int) -> str:
 CLEANENV_PREFIXES = {"apptainer": ("APPTAINERENV_",), "singularity": ("SINGULARITYENV_", "APPTAINERENV_")}
 
 
-def coordinator_wrapper(prefixes: tuple[str, ...] = ()) -> str:
+def coordinator_wrapper(prefixes: tuple[str, ...] = (), passed: tuple[str, ...] = (),
+                        keep_only: tuple[str, ...] = ()) -> str:
     """A bash program run by every task before the user's: it exports the coordinator JAX
     reads ($0 is the host, the port comes from the job and step ids; a value the user set
-    wins), with copies under `prefixes` so it survives a container's --cleanenv, and execs
-    the command, which keeps the task's pid, signals and exit code."""
+    wins) and keeps a proxy from carrying the connection to it, then execs the command,
+    which keeps the task's pid, signals and exit code. For a container that starts with a
+    clean environment: the variables named by `passed` (shell patterns) are copied under
+    `prefixes` (Apptainer's --cleanenv keeps those), or, with `keep_only`, the environment
+    is cleaned to those names before the runtime starts (Charliecloud)."""
     port = derived_port_shell()
-    copies = "".join(f' {p}JAX_COORDINATOR_ADDRESS="$JAX_COORDINATOR_ADDRESS"' for p in prefixes)
-    return ('export JAX_COORDINATOR_ADDRESS="${JAX_COORDINATOR_ADDRESS:-$0:${JAX_COORDINATOR_PORT:-'
-            + port + '}}"' + (f";{' export' + copies}" if copies else "") + '; exec "$@"')
+    text = ('export JAX_COORDINATOR_ADDRESS="${JAX_COORDINATOR_ADDRESS:-$0:${JAX_COORDINATOR_PORT:-'
+            + port + '}}"; if [ -n "${http_proxy}${https_proxy}${HTTP_PROXY}${HTTPS_PROXY}" ]; then '
+            'export no_proxy="$0,${no_proxy}" NO_PROXY="$0,${NO_PROXY}"; fi')
+    names = ["JAX_COORDINATOR_ADDRESS", "no_proxy", "NO_PROXY"]
+    if prefixes and passed:
+        copies = " ".join(f'"{p}$v=${{!v}}"' for p in prefixes)
+        text += f'; for v in $(compgen -e); do case $v in {"|".join(passed)}) export {copies};; esac; done'
+    elif prefixes:
+        text += "; export" + "".join(f' {p}{n}="${n}"' for p in prefixes for n in names)
+    if keep_only:
+        return (text + "; hpcjax_keep=(); for v in $(compgen -e); do case $v in "
+                + "|".join(keep_only) + ') hpcjax_keep+=("$v=${!v}");; esac; done; exec env -i "${hpcjax_keep[@]}" "$@"')
+    return text + '; exec "$@"'
 
 
 def batch_log_pattern(directory: str, array: bool = False) -> str:

@@ -52,7 +52,8 @@ def test_render_prints_the_script_on_stdout(tmp_path):
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("#!/bin/bash\n")
     assert "#SBATCH --nodes=2" in result.stdout and "#SBATCH --ntasks-per-node=4" in result.stdout
-    assert "apptainer exec --nv jax.sif" in result.stdout
+    assert "apptainer exec --nv --bind \"$HPCJAX_LOG_DIR\" --bind " in result.stdout
+    assert ":/opt/hpcjax/lib/hpcjax jax.sif \\\n" in result.stdout
     assert sorted(p.name for p in tmp_path.iterdir()) == ["jax.sif"]  # stdout only, nothing written
 
 
@@ -146,4 +147,5 @@ def test_container_flags_that_start_with_dashes_are_taken_as_values(tmp_path):
     result = run_hpcjax("render", "--image", "jax.sif", "--container-flag", "--cleanenv", "--container-flag",
                         "--writable-tmpfs", "--", "python", "train.py", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
-    assert "apptainer exec --nv --cleanenv --writable-tmpfs jax.sif" in result.stdout
+    assert "apptainer exec --nv --cleanenv --bind " in result.stdout
+    assert ":/opt/hpcjax/lib/hpcjax --writable-tmpfs jax.sif" in result.stdout

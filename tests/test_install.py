@@ -43,4 +43,4 @@ def test_wheel_install_in_fresh_venv_renders(tmp_path):
                              "--image", "jax.sif", "--", "python", "train.py"],
                             capture_output=True, text=True, cwd=work)
     assert result.returncode == 0, result.stderr
-    assert "#SBATCH --ntasks-per-node=4" in result.stdout and "apptainer exec --nv jax.sif" in result.stdout
+    assert "#SBATCH --ntasks-per-node=4" in result.stdout and ":/opt/hpcjax/lib/hpcjax jax.sif" in result.stdout

@@ -90,7 +90,7 @@ def test_the_ibex_example_gives_seed_002s_g4n2p4_job(tmp_path):
                  "#SBATCH --time=00:05:00", "#SBATCH --cpus-per-task=4", "#SBATCH --constraint=a100",
                  "module load dl", "module load jax/23.10-sif", 'scontrol show job "$SLURM_JOB_ID"'):
         assert line + "\n" in text, line
-    assert 'singularity exec --nv "${JAX_IMAGE:?' in text and "--ntasks=4" in text
+    assert 'singularity exec --nv --bind "$HPCJAX_LOG_DIR" --bind ' in text and ' "${JAX_IMAGE:?' in text and "--ntasks=4" in text
     assert text.index("scontrol show job") < text.index("srun --kill-on-bad-exit")
     assert shellcheck(text) == ""
 

@@ -8,6 +8,7 @@ import pytest
 
 from hpcjax.contract import derived_port
 from hpcjax.errors import SpecError
+from hpcjax.launch.containers import hpcjax_package_dir
 from hpcjax.launch.render import render_sbatch
 from hpcjax.launch.spec import Container, JobSpec, Layout
 
@@ -47,7 +48,9 @@ def test_two_nodes_one_process_per_gpu_through_apptainer(tmp_path):
     assert "#SBATCH --gpus-per-node=4\n" in text
     assert "export HPCJAX_GPUS_PER_PROCESS=1\n" in text
     assert "--ntasks=8 --ntasks-per-node=4" in text and "--gpus-per-task=1" in text
-    assert f"apptainer exec --nv {image} \\\n  python train.py || hpcjax_rc=$?\n" in text
+    package = hpcjax_package_dir()
+    assert (f'apptainer exec --nv --bind "$HPCJAX_LOG_DIR" --bind {package}:/opt/hpcjax/lib/hpcjax {image} \\\n'
+            "  python train.py || hpcjax_rc=$?\n") in text
 
 
 def test_one_process_per_node_owns_all_its_gpus():
@@ -77,7 +80,7 @@ def test_optional_directives_appear_only_when_set():
 def test_image_from_a_module_variable_expands_inside_the_job():
     text = render_sbatch(JobSpec(command=("x",), container=Container(runtime="singularity",
                                                                      image="${JAX_IMAGE}")))
-    assert 'singularity exec --nv "${JAX_IMAGE:?' in text
+    assert 'singularity exec --nv --bind "$HPCJAX_LOG_DIR" --bind ' in text and ' "${JAX_IMAGE:?' in text
 
 
 def _specs_for_shellcheck(tmp_path: Path):

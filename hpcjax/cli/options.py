@@ -83,12 +83,20 @@ def add_job_options(parser: argparse.ArgumentParser, job_name: str = "hpcjax", t
     job.add_argument("--epilogue", action="append", metavar="CMD", help="a shell command after the launch")
     job.add_argument("--template", metavar="FILE", help="a site template extending the packaged one")
     box = parser.add_argument_group("container")
-    box.add_argument("--image", help="container image: a .sif path, a URI, or $VAR set by a module")
-    box.add_argument("--runtime", help="apptainer, singularity or none (default: apptainer with --image, else none)")
+    box.add_argument("--image", help="container image: a .sif path, a URI, a Charliecloud directory, a pyxis "
+                                     "image (registry#image:tag), or $VAR set by a module")
+    box.add_argument("--runtime", help="apptainer, singularity, charliecloud, pyxis or none (default: apptainer "
+                                       "with --image, else none)")
+    box.add_argument("--cleanenv", action="store_true", default=None,
+                     help="start the container with a clean environment; hpcjax passes what the ranks need "
+                          "(SLURM_*, JAX_*, XLA_*, NCCL_*, CUDA_VISIBLE_DEVICES, HPCJAX_*, your --env)")
+    box.add_argument("--no-bind-hpcjax", dest="bind_hpcjax", action="store_false", default=None,
+                     help="the image ships hpcjax: do not bind this hpcjax's rank side into it")
     box.add_argument("--bind", action="append", dest="binds", metavar="SRC[:DST]",
                      help="bind mount into the container (repeatable)")
     box.add_argument("--container-flag", action="append", dest="container_flags", metavar="FLAG",
-                     help="extra argument to `<runtime> exec`, e.g. --container-flag --cleanenv (repeatable)")
+                     help="extra argument to the runtime (`<runtime> exec`, ch-run, or srun for pyxis), e.g. "
+                          "--container-flag=--writable-tmpfs (repeatable)")
 
 
 def add_backend_option(parser: argparse.ArgumentParser) -> None:

@@ -32,7 +32,7 @@ PROFILES_ENV = "HPCJAX_PROFILES"
 INTS = ("nodes", "gpus_per_node", "gpus_per_process", "cpus_per_task", "requeue")
 STRS = ("time", "job_name", "partition", "account", "qos", "constraint", "mem", "output_dir", "runtime",
         "image", "template")
-BOOLS = ("exclusive", "retry_failed", "cleanenv")
+BOOLS = ("exclusive", "retry_failed", "cleanenv", "bind_hpcjax")
 LISTS = ("modules", "binds", "container_flags", "sbatch", "prologue", "epilogue")
 TABLES = ("env",)
 OPTIONS = INTS + STRS + BOOLS + LISTS + TABLES
@@ -159,9 +159,10 @@ def build_spec(command, values: dict, defaults: dict | None = None):
     """A JobSpec from merged options; what none of them sets keeps `defaults`, then JobSpec's."""
     v = {**(defaults or {}), **values}
     layout = Layout(**{k: v[k] for k in ("nodes", "gpus_per_node", "gpus_per_process") if k in v})
-    flags = list(v.get("container_flags", [])) + (["--cleanenv"] if v.get("cleanenv") else [])
     runtime = v.get("runtime") or ("apptainer" if v.get("image") else "none")
-    container = Container(runtime=runtime, image=v.get("image"), binds=tuple(v.get("binds", ())), flags=tuple(flags))
+    container = Container(runtime=runtime, image=v.get("image"), binds=tuple(v.get("binds", ())),
+                          flags=tuple(v.get("container_flags", ())), cleanenv=bool(v.get("cleanenv")),
+                          bind_hpcjax=v.get("bind_hpcjax", True))
     simple = {k: v[k] for k in ("time", "job_name", "partition", "account", "qos", "constraint", "cpus_per_task",
                                 "mem", "exclusive", "output_dir", "requeue", "retry_failed", "template") if k in v}
     return JobSpec(command=tuple(command), layout=layout, container=container, modules=tuple(v.get("modules", ())),

@@ -14,9 +14,9 @@ from pathlib import Path
 from hpcjax import contract
 from hpcjax.errors import SpecError
 from hpcjax.launch import extras
+from hpcjax.launch.containers import RUNTIMES
 from hpcjax.validate import require_int
 
-RUNTIMES = ("apptainer", "singularity", "none")
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # An image given as "$NAME" or "${NAME}" is read from the job's environment when
 # it runs (site modules such as `module load jax/23.10-sif` export JAX_IMAGE).
@@ -119,39 +119,55 @@ class Layout:
 
 @dataclass(frozen=True, kw_only=True)
 class Container:
-    """How every rank is launched: through Apptainer/Singularity with --nv, or bare."""
+    """How every rank is launched: in a container (launch.containers has each runtime's
+    words), or bare."""
 
-    runtime: str = "none"  # apptainer | singularity | none
-    image: str | None = None  # a path, a URI (docker://...), or $VAR read inside the job
-    binds: tuple[str, ...] = ()  # SRC[:DST[:OPTS]] as apptainer --bind takes them
-    flags: tuple[str, ...] = ()  # extra arguments to `<runtime> exec`
+    runtime: str = "none"  # apptainer | singularity | charliecloud | pyxis | none
+    image: str | None = None  # a .sif path, a URI, a Charliecloud directory, a pyxis image, or $VAR
+    binds: tuple[str, ...] = ()  # SRC[:DST[:OPTS]]; the source must exist when the job is submitted
+    flags: tuple[str, ...] = ()  # extra arguments to the runtime (`<rt> exec`, ch-run, srun for pyxis)
+    cleanenv: bool = False  # start the container with a clean environment; hpcjax passes what ranks need
+    bind_hpcjax: bool = True  # bind hpcjax's rank side into the image (off for images that ship hpcjax)
 
     def __post_init__(self) -> None:
         if self.runtime not in RUNTIMES:
             raise SpecError(f"unknown container runtime {self.runtime!r}",
                             f"valid runtimes: {', '.join(RUNTIMES)}")
         object.__setattr__(self, "binds", tuple(self.binds))
-        object.__setattr__(self, "flags", tuple(self.flags))
+        flags = tuple(self.flags)
+        if self.runtime in ("apptainer", "singularity") and ("--cleanenv" in flags or "-e" in flags):
+            object.__setattr__(self, "cleanenv", True)  # Apptainer's own spelling of the option
+            flags = tuple(f for f in flags if f not in ("--cleanenv", "-e"))
+        object.__setattr__(self, "flags", flags)
         if self.runtime == "none":
-            if self.image is not None or self.binds or self.flags:
-                raise SpecError("an image, binds or container flags were given with runtime 'none'",
+            if self.image is not None or self.binds or self.flags or self.cleanenv:
+                raise SpecError("an image, binds, container flags or cleanenv were given with runtime 'none'",
                                 "pick a runtime (--runtime apptainer) or drop --image/--bind")
             return
         if self.image is None:
             raise SpecError(f"runtime {self.runtime!r} needs an image",
                             "give the container image: --image /path/to/jax.sif")
+        if self.runtime == "pyxis" and self.cleanenv:
+            raise SpecError("pyxis has no clean environment: it passes the job's environment into the container",
+                            "drop --cleanenv with --runtime pyxis")
         _require_text("image", self.image)
         for bind in self.binds:
             _require_text("bind", bind)
+            if self.runtime == "pyxis" and "," in bind:
+                raise SpecError(f"bind {bind!r} contains ',', which pyxis's --container-mounts splits on",
+                                "bind a path without commas (a link to it)")
         for flag in self.flags:
             _require_text("container flag", flag)
+        if self.runtime == "charliecloud" and "://" in self.image:
+            raise SpecError(f"Charliecloud runs an unpacked image, not {self.image!r}",
+                            "convert it first (ch-convert) and give the directory or .sqfs file")
         if not self.image_is_local_file:
             return
         if not Path(self.image).exists():
             raise SpecError(f"image {self.image!r} does not exist",
-                            "give the path of an existing .sif file, a URI such as "
-                            "docker://nvcr.io/nvidia/jax:24.04-py3, or $VAR for an image "
-                            "that a module sets inside the job")
+                            "give the path of an existing image (a .sif file; a directory or .sqfs for "
+                            "charliecloud), a URI such as docker://nvcr.io/nvidia/jax:24.04-py3, or $VAR "
+                            "for an image that a module sets inside the job")
 
     @property
     def image_env_var(self) -> str | None:
@@ -160,7 +176,10 @@ class Container:
 
     @property
     def image_is_local_file(self) -> bool:
-        return self.image is not None and "://" not in self.image and self.image_env_var is None
+        if self.image is None or "://" in self.image or self.image_env_var is not None:
+            return False
+        # pyxis names registry images as registry#image:tag; only a .sqsh file is local
+        return self.runtime != "pyxis" or self.image.endswith(".sqsh")
 
 
 @dataclass(frozen=True, kw_only=True)

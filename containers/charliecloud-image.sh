@@ -1,0 +1,60 @@
+#!/bin/bash
+# Build the Charliecloud image the tests run jobs in: Debian 12 (debootstrap, no Docker)
+# with Python and this machine's versions of JAX, NumPy, optax and orbax-checkpoint from
+# PyPI, and NOT hpcjax: it stands for a site's stock JAX image, into which hpcjax binds
+# its own rank side at launch. Prints the image directory on stdout.
+#
+#   bash containers/charliecloud-image.sh            # as root; about 2 minutes the first time
+#
+# The image is kept between runs under $HPCJAX_DEVCLUSTER_DIR/images, keyed by this file
+# and the versions, so a second run returns at once.
+set -euo pipefail
+
+state=${HPCJAX_DEVCLUSTER_DIR:-/var/lib/hpcjax-devcluster}
+python=${PYTHON:-python3}
+packages=$("$python" -c 'import importlib.metadata as m
+print(" ".join(f"{p}=={m.version(p)}" for p in ("jax", "jaxlib", "numpy", "optax", "orbax-checkpoint")))')
+key=$( { cat "$0"; echo "$packages"; } | sha256sum | cut -c1-12)
+image="$state/images/jax-$key"
+if [ -e "$image/.hpcjax-image-complete" ]; then
+  echo "$image"
+  exit 0
+fi
+say() { echo "charliecloud-image: $*" >&2; }
+missing=()
+command -v ch-run >/dev/null || missing+=(charliecloud-runtime)
+command -v debootstrap >/dev/null || missing+=(debootstrap)
+if [ ${#missing[@]} -gt 0 ]; then
+  say "installing ${missing[*]}"
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${missing[@]}" >&2
+fi
+export USER=${USER:-$(id -un)}  # ch-run refuses to start without it
+
+# The Debian mirror apt already uses here (deb822 or one-line sources).
+mirror=$(sed -n 's/^URIs: *\([^ ]*\).*/\1/p' /etc/apt/sources.list.d/*.sources 2>/dev/null | grep -v security | head -1)
+[ -n "$mirror" ] || mirror=$(awk '$1 == "deb" && $2 !~ /security/ {print $2; exit}' /etc/apt/sources.list 2>/dev/null)
+mirror=${mirror:-http://deb.debian.org/debian}
+
+partial="$image.partial"
+rm -rf "$partial"
+mkdir -p "$state/images"
+say "debootstrap bookworm from $mirror (about a minute)"
+debootstrap --variant=minbase --include=python3,python3-pip bookworm "$partial" "$mirror" >&2
+# Wheels come through this machine's pip (its index and certificates), then install
+# offline inside the image: the image needs no network configuration of its own.
+wheels="$state/images/wheels-$key"
+say "downloading $packages"
+"$python" -m pip download -q --only-binary=:all: -d "$wheels" $packages >&2
+mkdir -p "$partial/wheels"
+# shellcheck disable=SC2086  # $packages is a list of requirement words
+ch-run -w --unset-env="PIP_*" -b "$wheels:/wheels" "$partial" -- \
+  python3 -m pip install -q --break-system-packages --no-index --find-links /wheels $packages >&2
+rmdir "$partial/wheels"
+# ch-run binds the host's /etc/hosts only onto an existing file: without it the nodes'
+# names do not resolve inside and no rank finds the coordinator.
+touch "$partial/etc/hosts"
+touch "$partial/.hpcjax-image-complete"
+rm -rf "$image" "$wheels"
+mv "$partial" "$image"
+say "built $image"
+echo "$image"
