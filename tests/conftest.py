@@ -64,3 +64,19 @@ def assert_rank_3_of_4_failed_alone(outcome, host: str, stopped_by: str) -> None
     assert "rank three gives up" in failure.log_tail
     assert outcome.stopped == (0, 1, 2)
     assert f"ranks stopped by {stopped_by} after the failure: 0, 1, 2" in outcome.report()
+
+
+@pytest.fixture(scope="session")
+def charliecloud_image():
+    """The Charliecloud image with JAX and NumPy but not hpcjax (containers/charliecloud-image.sh;
+    the test command builds it once and keeps it between runs)."""
+    image = os.environ.get("HPCJAX_TEST_IMAGE")
+    if not image:
+        built = subprocess.run(["bash", str(REPO / "containers" / "charliecloud-image.sh")], capture_output=True,
+                               text=True, timeout=1800)
+        if built.returncode != 0:
+            pytest.fail(f"could not build the Charliecloud image:\n{built.stderr[-3000:]}")
+        image = built.stdout.strip().splitlines()[-1]
+    if not Path(image, ".hpcjax-image-complete").is_file():
+        pytest.fail(f"{image} is not a complete image; run containers/charliecloud-image.sh")
+    return image

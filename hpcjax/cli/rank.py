@@ -16,16 +16,26 @@ from hpcjax.contract import ALL_CHECKS
 def cmd_env(args: argparse.Namespace, command: list[str]) -> int:
     from hpcjax.rank.mapping import resolve
     from hpcjax.rank.plainjax import differences, resolve_like_jax
-    from hpcjax.rank.runtime import detect_gpu, init_timeout_s
+    from hpcjax.errors import HpcjaxError
+    from hpcjax.rank.runtime import check_gpu_usable, container_name, detect_gpu, init_timeout_s
 
     denv = resolve(os.environ, gpu_available=detect_gpu())
     plain = resolve_like_jax(os.environ)
     diff = differences(denv, plain) if plain is not None else []
+    try:
+        check_gpu_usable(denv)
+        problem = None
+    except HpcjaxError as error:  # said here; `check` and training refuse to start
+        problem = str(error)
     if args.json:
         print(json.dumps({**denv.as_dict(), "init_timeout_s": init_timeout_s(), "plain_jax": plain,
-                          "plain_jax_differs": diff}, indent=2))
+                          "plain_jax_differs": diff, "container": container_name(), "problem": problem},
+                         indent=2))
         return 0
     print(denv.explain())
+    print(f"{'container':<20} {container_name() or '- (bare)'}")
+    if problem:
+        print(f"PROBLEM: {problem}")
     print(f"{'init timeout':<20} {init_timeout_s()} s")
     if plain is not None and "error" not in plain:
         ids = plain["local_device_ids"]

@@ -91,11 +91,11 @@ def launch(spec, image_word: str) -> Launch:
                    f"hpcjax_image={image_word}",
                    "# ch-run 0.31 binds only onto targets that exist in the image, and the host's",
                    "# /etc/hosts only onto an existing file (else no node name resolves inside).",
-                   'if [ -d "$hpcjax_image" ]; then',
-                   '  mkdir -p' + "".join(f' "$hpcjax_image"{shlex.quote(t)}' for _, t in pairs)
-                   + ' "$hpcjax_image$PWD" "$hpcjax_image$HPCJAX_LOG_DIR" && touch "$hpcjax_image/etc/hosts" ||',
-                   '    { echo "hpcjax: cannot create the bind targets in the image $hpcjax_image;'
-                   ' add them to it (mkdir -p) or make it writable" >&2; exit 2; }',
+                   'if [ -d "$hpcjax_image" ] && ! { mkdir -p' + "".join(f' "$hpcjax_image"{shlex.quote(t)}' for _, t in pairs)
+                   + ' "$hpcjax_image$PWD" "$hpcjax_image$HPCJAX_LOG_DIR" && touch "$hpcjax_image/etc/hosts"; }; then',
+                   '  echo "hpcjax: cannot create the bind targets in the image $hpcjax_image;'
+                   ' add them to it (mkdir -p) or make it writable" >&2',
+                   "  exit 2",
                    "fi"]
         keep = passed_names(spec) + CH_RUN_KEEPS if container.cleanenv else ()
         words = f'ch-run -b "$PWD" -c "$PWD" -b "$HPCJAX_LOG_DIR"{binds}{env}{quoted_flags} "$hpcjax_image" --'

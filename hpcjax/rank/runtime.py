@@ -21,8 +21,9 @@ import time
 from pathlib import Path
 from typing import MutableMapping
 
+from hpcjax import contract
 from hpcjax.contract import DEFAULT_HEARTBEAT_TIMEOUT_S, HEARTBEAT_TIMEOUT_ENV
-from hpcjax.errors import HpcjaxError
+from hpcjax.errors import HpcjaxError, LayoutError
 from hpcjax.rank import compile_cache
 from hpcjax.rank.mapping import DistributedEnv, resolve
 from hpcjax.rank.rendezvous import RendezvousError, roll_call
@@ -41,8 +42,35 @@ class InitializeError(HpcjaxError):
 
 def detect_gpu() -> bool:
     """A GPU JAX can use: the NVIDIA driver's device node and JAX's CUDA plugin."""
-    has_plugin = any(importlib.util.find_spec(name) is not None for name in CUDA_PLUGINS)
-    return has_plugin and os.path.exists("/dev/nvidiactl")
+    return has_cuda_plugin() and os.path.exists("/dev/nvidiactl")
+
+
+def has_cuda_plugin() -> bool:
+    return any(importlib.util.find_spec(name) is not None for name in CUDA_PLUGINS)
+
+
+# The variables container runtimes set inside: the name to say where a rank runs.
+CONTAINER_MARKS = (("APPTAINER_CONTAINER", "apptainer"), ("SINGULARITY_CONTAINER", "singularity"),
+                   ("CH_RUNNING", "charliecloud"), ("PYXIS_VERSION", "pyxis"), ("ENROOT_ROOTFS", "enroot"))
+
+
+def container_name(environ: MutableMapping[str, str] = os.environ) -> str | None:
+    return next((name for var, name in CONTAINER_MARKS if environ.get(var)), None)
+
+
+def check_gpu_usable(denv: DistributedEnv, environ: MutableMapping[str, str] = os.environ) -> None:
+    """A node with NVIDIA GPUs whose JAX has no CUDA plugin would train on the CPU without a
+    word: refuse, unless the CPU was asked for."""
+    if denv.platform != "cpu" or environ.get(contract.PLATFORM_ENV) or not os.path.exists("/dev/nvidiactl") \
+            or has_cuda_plugin():
+        return
+    inside = container_name(environ)
+    raise LayoutError(
+        f"this node has NVIDIA GPUs (/dev/nvidiactl) but this Python's JAX has no CUDA plugin "
+        f"({', '.join(CUDA_PLUGINS)})" + (f", inside the {inside} container" if inside else "")
+        + ": the ranks would run on the CPU",
+        "use an image whose JAX matches its CUDA (NVIDIA's JAX image, or `hpcjax container recipe --jax "
+        f"cuda12`), or set {contract.PLATFORM_ENV}=cpu to run on the CPU on purpose")
 
 
 def init_timeout_s(environ: MutableMapping[str, str] = os.environ) -> int:
@@ -101,7 +129,8 @@ def describe(denv: DistributedEnv) -> str:
     return (f"hpcjax: process {denv.process_id}/{denv.num_processes} on {socket.gethostname()} "
             f"(pid {os.getpid()}): "
             f"coordinator {denv.coordinator_address} ({denv.sources.get('coordinator', '')}), "
-            f"{denv.devices_per_process} {denv.platform.upper()} device(s) per process, local ids {ids}")
+            f"{denv.devices_per_process} {denv.platform.upper()} device(s) per process, local ids {ids}"
+            + (f", in a {container_name()} container" if container_name() else ""))
 
 
 _initialized: DistributedEnv | None = None  # what this process was initialized with
@@ -133,6 +162,7 @@ def initialize(denv: DistributedEnv | None = None, *, timeout_s: int | None = No
 def _initialize(denv: DistributedEnv | None, timeout_s: int | None) -> DistributedEnv:
     if denv is None:
         denv = resolve(os.environ, gpu_available=detect_gpu())
+    check_gpu_usable(denv)
     timeout_s = timeout_s or init_timeout_s()
     prepare_environment(denv)
     import jax
