@@ -120,3 +120,20 @@ def test_a_gpu_node_whose_jax_has_no_cuda_plugin_is_refused(monkeypatch):
     runtime.check_gpu_usable(denv, {"HPCJAX_PLATFORM": "cpu"})  # the CPU on purpose
     monkeypatch.setattr(runtime, "has_cuda_plugin", lambda: True)
     runtime.check_gpu_usable(denv, {})
+
+
+def test_a_missing_bind_source_is_refused_before_submission(tmp_path, hpcjax_home):
+    from hpcjax.errors import UsageError
+    from hpcjax.launch import slurm
+
+    sif = tmp_path / "jax.sif"
+    sif.touch()
+    job = spec(Container(runtime="apptainer", image=str(sif), binds=(f"{tmp_path}/gone:/data",)),
+               output_dir=str(tmp_path / "logs"))
+    with pytest.raises(UsageError, match="bind source '.*/gone' does not exist on this machine") as raised:
+        slurm.submit(job)
+    assert "$SCRATCH" in raised.value.hint
+    assert not (tmp_path / "logs").exists()  # nothing written, nothing submitted
+    later = spec(Container(runtime="apptainer", image=str(sif), binds=("$SCRATCH/data:/data",)))
+    from hpcjax.launch.containers import check_before_submit
+    check_before_submit(later)  # the job expands it

@@ -1,7 +1,7 @@
 """The `hpcjax` command. Thin: parse, build a spec or find a job, call one step.
 
 Verbs by subject: jobs (render, submit, status, logs, cancel), smoke, rank
-(env, check: they run inside a job step), train. Importing the CLI imports
+(env, check: they run inside a job step), train, profile, container. Importing the CLI imports
 neither JAX nor jinja2 nor submitit: `hpcjax render` runs many times on login
 nodes and has to answer at once, and `hpcjax check` must start inside an image
 that holds only JAX and NumPy. Each verb imports what it needs when it runs.
@@ -13,6 +13,7 @@ import argparse
 import sys
 
 from hpcjax import __version__
+from hpcjax.cli.container import add_container_verb
 from hpcjax.cli.jobs import add_job_verbs
 from hpcjax.cli.options import Parser, join_dashed_values
 from hpcjax.cli.profile import add_profile_verb
@@ -43,6 +44,7 @@ def build_parser() -> Parser:
     add_rank_verbs(sub)
     add_train_verb(sub)
     add_profile_verb(sub)
+    add_container_verb(sub)
     return parser
 
 

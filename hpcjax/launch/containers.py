@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hpcjax import contract
+from hpcjax.errors import UsageError
 
 RUNTIMES = ("apptainer", "singularity", "charliecloud", "pyxis", "none")
 PROGRAMS = {"apptainer": "apptainer", "singularity": "singularity", "charliecloud": "ch-run"}
@@ -110,3 +111,13 @@ def launch(spec, image_word: str) -> Launch:
                    " environment"] if pythonpath else []
         return Launch("", options, tuple(prepare), (), ())
     return Launch("", "", (), (), ())
+
+
+def check_before_submit(spec) -> None:
+    """What only the submitting machine can tell: every bind source exists (a source with a
+    $VAR is the job's to expand)."""
+    for source, _ in binds_of(spec):
+        if "$" not in source and not Path(source).exists():
+            raise UsageError(f"bind source {source!r} does not exist on this machine",
+                             "fix the path or create it; a path that exists only on the compute nodes can be "
+                             "written with a variable the job sets, e.g. --bind '$SCRATCH/data:/data'")

@@ -30,8 +30,10 @@ def hpcjax_source() -> Path | None:
 
 
 def recipe(*, base: str = DEFAULT_BASE, fmt: str = "apptainer", jax: str = "none", packages=(),
-           requirements: str | None = None, with_hpcjax: bool = True, apt=()) -> tuple[str, list[str]]:
-    """The recipe text, and the requirement lines dropped as JAX's own packages."""
+           requirements: str | None = None, with_hpcjax: bool = True, apt=(),
+           source: str | None = None) -> tuple[str, list[str]]:
+    """The recipe text, and the requirement lines dropped as JAX's own packages. `source`:
+    where %files finds the hpcjax checkout (default: this checkout's absolute path)."""
     if fmt not in FORMATS:
         raise UsageError(f"unknown recipe format {fmt!r}", f"valid formats: {', '.join(FORMATS)}")
     if jax not in JAX_INSTALLS:
@@ -62,11 +64,12 @@ def recipe(*, base: str = DEFAULT_BASE, fmt: str = "apptainer", jax: str = "none
         post.append("python3 -m pip install --no-cache-dir -r /tmp/requirements.txt")
     if kept_packages:
         post.append("python3 -m pip install --no-cache-dir " + " ".join(map(shlex.quote, kept_packages)))
-    source = hpcjax_source() if with_hpcjax else None
+    checkout = hpcjax_source() if with_hpcjax else None
+    source = source or (str(checkout) if checkout else None)
     if with_hpcjax:
         if source:
             # Apptainer reads %files from the host as given; Docker copies from the build context.
-            stage += copy(src=str(source) if fmt == "apptainer" else ".", dest=SOURCE_IN_IMAGE)
+            stage += copy(src=source if fmt == "apptainer" else ".", dest=SOURCE_IN_IMAGE)
             post.append(f"python3 -m pip install --no-cache-dir {SOURCE_IN_IMAGE}")
         else:
             post.append(f"python3 -m pip install --no-cache-dir hpcjax=={__version__}")
@@ -94,3 +97,25 @@ def help_section(base: str, jax: str, with_hpcjax: bool, from_checkout: bool) ->
     if from_checkout:
         lines.append("Built with the hpcjax checkout copied in (%files): apptainer build IMAGE.sif RECIPE")
     return "\n%help\n" + "".join(f"    {line}\n" for line in lines)
+
+
+# The recipes kept in containers/ (built from the checkout's root: `apptainer build x.sif containers/X`).
+EXAMPLES = {
+    "jax-ngc.def": dict(base=DEFAULT_BASE, jax="none"),
+    "jax-cuda.def": dict(base="nvidia/cuda:12.6.3-cudnn-runtime-ubuntu22.04", jax="cuda12",
+                         apt=("python3", "python3-pip")),
+    "jax-cpu.def": dict(base="python:3.11-slim", jax="cpu"),
+    "jax-ngc.Dockerfile": dict(base=DEFAULT_BASE, jax="none", fmt="docker"),
+}
+
+
+def example_recipes() -> dict[str, str]:
+    return {name: recipe(source=".", **options)[0] for name, options in EXAMPLES.items()}
+
+
+if __name__ == "__main__":  # python -m hpcjax.launch.recipes containers
+    import sys
+
+    for name, text in example_recipes().items():
+        (Path(sys.argv[1]) / name).write_text(text)
+        print(f"wrote {sys.argv[1]}/{name}", file=sys.stderr)

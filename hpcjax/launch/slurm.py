@@ -16,7 +16,7 @@ from pathlib import Path
 
 from hpcjax.contract import DEFAULT_OUTPUT_DIR, batch_log_path, rank_log_path
 from hpcjax.errors import SlurmNotFound, SubmitError
-from hpcjax.launch import records, slurmctl
+from hpcjax.launch import containers, records, slurmctl
 from hpcjax.launch.outcome import Outcome, analyze, last_attempt, read_tail, srun_events
 from hpcjax.launch.render import render_sbatch
 from hpcjax.launch.run import Run, say
@@ -78,6 +78,7 @@ def submit_array(spec: JobSpec) -> list["SlurmRun"]:
 
 
 def _submit(spec: JobSpec, elements: list[int | None]) -> list["SlurmRun"]:
+    containers.check_before_submit(spec)
     if shutil.which("sbatch") is None:
         raise SlurmNotFound("SLURM is not installed on this machine (no `sbatch` on the PATH)",
                             "run `hpcjax submit` on the cluster's login node, or on this machine's "

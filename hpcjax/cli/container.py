@@ -1,0 +1,89 @@
+"""`hpcjax container recipe|build`: a container recipe from options (an Apptainer
+definition file, or a Dockerfile for pyxis/enroot sites), and an image built from one."""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+
+def cmd_recipe(args: argparse.Namespace, command: list[str]) -> int:
+    from hpcjax.errors import UsageError
+    from hpcjax.launch.recipes import recipe
+
+    requirements = None
+    if args.requirements:
+        path = Path(args.requirements)
+        if not path.is_file():
+            raise UsageError(f"requirements file {args.requirements!r} does not exist",
+                             "give the path of a pip requirements file: --requirements requirements.txt")
+        requirements = path.read_text()
+    text, dropped = recipe(base=args.base, fmt=args.format, jax=args.jax, packages=args.package or [],
+                           requirements=requirements, with_hpcjax=args.with_hpcjax, apt=args.apt or [])
+    for line in dropped:
+        print(f"dropped {line!r}: JAX's own package; the image's JAX (matched to its CUDA) stays "
+              "(end the line with `# hpcjax: keep` to install it anyway)", file=sys.stderr)
+    if args.output:
+        from hpcjax.cli.options import write_atomically
+
+        write_atomically(Path(args.output), text)
+        print(f"wrote {args.output} ({args.format})", file=sys.stderr)
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+BUILDERS = ("apptainer", "singularity")
+
+
+def cmd_build(args: argparse.Namespace, command: list[str]) -> int:
+    from hpcjax.errors import UsageError
+
+    recipe_path = Path(args.recipe)
+    if not recipe_path.is_file():
+        raise UsageError(f"recipe {args.recipe!r} does not exist", "write one: hpcjax container recipe -o jax.def")
+    if not recipe_path.read_text().lstrip().lower().startswith(("bootstrap:", "#")) or \
+            "\nFROM " in "\n" + recipe_path.read_text():
+        raise UsageError(f"{args.recipe} is not an Apptainer definition file",
+                         "a Dockerfile is built with `docker build` (or `enroot import` for pyxis sites)")
+    builders = [args.runtime] if args.runtime else list(BUILDERS)
+    builder = next((b for b in builders if shutil.which(b)), None)
+    if builder is None:
+        raise UsageError(f"{' or '.join(builders)} is not installed on this machine",
+                         "build where Apptainer is (often a login or build node: `module load apptainer`), "
+                         "or with --fakeroot on a workstation; then copy the .sif to shared storage")
+    argv = [builder, "build", *(["--fakeroot"] if args.fakeroot else []), args.output, str(recipe_path)]
+    print(f"running: {' '.join(argv)}", file=sys.stderr)
+    return subprocess.run(argv).returncode
+
+
+def add_container_verb(sub) -> None:
+    from hpcjax.cli.options import Parser
+
+    from_here = "default: hpcjax from this checkout (copied in) or from PyPI"
+    box = sub.add_parser("container", help="container recipe | container build RECIPE -o IMAGE")
+    actions = box.add_subparsers(dest="action", required=True, parser_class=Parser)
+    recipe = actions.add_parser("recipe", help="write a recipe (Apptainer .def or Dockerfile) on stdout or -o")
+    recipe.add_argument("--base", default="nvcr.io/nvidia/jax:24.04-py3",
+                        help="base image (default: NVIDIA's JAX image, JAX matched to its CUDA)")
+    recipe.add_argument("--jax", default="none", choices=("none", "cuda12", "cpu"),
+                        help="install JAX: none (the base has it), cuda12 (JAX's CUDA 12 wheels), cpu")
+    recipe.add_argument("--package", action="append", metavar="PKG", help="a pip package to add (repeatable)")
+    recipe.add_argument("--requirements", metavar="FILE",
+                        help="pip requirements; JAX's own packages are dropped (and said so)")
+    recipe.add_argument("--apt", action="append", metavar="PKG", help="a system package to add (repeatable)")
+    recipe.add_argument("--format", default="apptainer", choices=("apptainer", "docker"),
+                        help="apptainer (a definition file) or docker (a Dockerfile, for pyxis/enroot)")
+    recipe.add_argument("--no-hpcjax", dest="with_hpcjax", action="store_false",
+                        help=f"leave hpcjax out (it is bound in at launch); {from_here}")
+    recipe.add_argument("-o", "--output", metavar="FILE")
+    recipe.set_defaults(run=cmd_recipe, takes_command=False)
+    build = actions.add_parser("build", help="apptainer build IMAGE RECIPE (or singularity)")
+    build.add_argument("recipe")
+    build.add_argument("-o", "--output", required=True, metavar="IMAGE.sif")
+    build.add_argument("--runtime", choices=BUILDERS, help="default: apptainer, else singularity")
+    build.add_argument("--fakeroot", action="store_true", help="build without root (apptainer build --fakeroot)")
+    build.set_defaults(run=cmd_build, takes_command=False)
