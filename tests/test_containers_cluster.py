@@ -94,3 +94,24 @@ def test_apptainer_standin_with_cleanenv_sees_the_same_mapping_as_a_bare_rank(ch
         assert {k: bare[k] for k in keys} == {k: boxed[k] for k in keys}, (rank, bare, boxed)
         assert boxed["container"] == "apptainer" and bare["container"] is None
         assert boxed["plain_jax_differs"] == [] and boxed["problem"] is None
+
+
+def test_a_remote_function_runs_in_a_stock_image_with_its_data_bound(charliecloud_image, shared_storage,
+                                                                     slurm_cluster, hpcjax_home):
+    """The Python API in an image without hpcjax or submitit: hpcjax is bound in, the worker's
+    own dependencies come from copies beside the call, the Data path is bound in place."""
+    import hpcjax
+
+    def in_the_container(path):  # defined here: pickled by value, as a script's function is
+        import os
+
+        import jax
+
+        return (os.environ.get("CH_RUNNING") is not None, jax.process_count(), sorted(os.listdir(path)))
+
+    data = shared_storage / "data set"
+    data.mkdir()
+    (data / "a.txt").write_text("x")
+    remote = hpcjax.remote(nodes=2, gpus_per_node=1, runtime="charliecloud", image=charliecloud_image,
+                           backend="slurm", storage_path=str(shared_storage / "calls"))(in_the_container)
+    assert remote(hpcjax.Data(data)) == (True, 2, ["a.txt"])

@@ -119,6 +119,24 @@ def prepare(calls_root: Path, function, arguments: list[tuple[tuple, dict]], ses
     return call_dir
 
 
+def stage_dependencies(call_dir: Path) -> None:
+    """Copy the worker's own dependencies beside the call, for an image without them."""
+    import importlib.util
+    import shutil
+
+    target = call_dir / folder.DEPS
+    target.mkdir()
+    for name in folder.WORKER_DEPENDENCIES:
+        found = importlib.util.find_spec(name)
+        if found is None or found.origin is None:
+            continue
+        origin = Path(found.origin)
+        if found.submodule_search_locations:  # a package: its directory
+            shutil.copytree(origin.parent, target / name, ignore=shutil.ignore_patterns("__pycache__", "tests"))
+        else:
+            shutil.copy2(origin, target / origin.name)
+
+
 def unwrap_data(value, found: list[str]):
     """Data arguments (also inside lists, tuples and dicts) as the plain paths they name."""
     if isinstance(value, Data):
@@ -162,6 +180,8 @@ def launch(function, arguments: list[tuple[tuple, dict]], scaling: ScalingConfig
     fields = dict(container=with_binds(scaling.spec.container, [str(storage)] + data),
                   output_dir=str(storage / "logs"), job_name=job_name)
     call_dir = prepare(storage / "calls", function, arguments, session)
+    if scaling.spec.container.runtime != "none":
+        stage_dependencies(call_dir)
     if backend == "slurm":
         from hpcjax.launch import slurm
 

@@ -2,6 +2,7 @@
 and where each rank leaves its result. One owner for the names both sides read.
 
     <calls>/<call id>/call.json              the caller's import path, the run's session
+    <calls>/<call id>/deps/                  submitit, cloudpickle (container jobs only)
     <calls>/<call id>/<element>/call.pkl     submitit's DelayedSubmission (cloudpickle)
     <calls>/<call id>/<element>/rank<R>.pkl  ("success", value) or ("error", traceback,
                                              pickled exception or None, {"rank", "host"})
@@ -20,6 +21,10 @@ META = "call.json"
 CALL = "call.pkl"
 RESULT = "rank{rank}.pkl"
 ARRAY_ELEMENT = "array"  # the worker's element argument in a job array: SLURM_ARRAY_TASK_ID
+# Copies of the worker's own dependencies, for a container image that lacks them (a
+# stock JAX image has JAX and NumPy, not submitit): the worker falls back to these.
+DEPS = "deps"
+WORKER_DEPENDENCIES = ("submitit", "cloudpickle", "typing_extensions")
 
 
 def element_dir(call_dir: str | Path, element: int) -> Path:

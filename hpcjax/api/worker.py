@@ -11,11 +11,13 @@ with 1, so srun (or the local backend) stops the others at once.
 
 from __future__ import annotations
 
+import importlib.util
 import inspect
 import os
 import socket
 import sys
 import traceback
+from pathlib import Path
 
 from hpcjax import contract
 from hpcjax.api import folder, session
@@ -67,6 +69,8 @@ def main(argv: list[str]) -> int:
     for entry in meta.get("sys_path", []):  # the caller's modules import here as there
         if entry not in sys.path:
             sys.path.append(entry)
+    if importlib.util.find_spec("submitit") is None:  # a stock image: the copies staged beside the call
+        sys.path.append(str(Path(call_dir) / folder.DEPS))
     # Imported here: the rank side starts only once the call is known to be readable.
     import cloudpickle
     from submitit.core.utils import DelayedSubmission, cloudpickle_dump, temporary_save_path
