@@ -137,3 +137,13 @@ def test_a_missing_bind_source_is_refused_before_submission(tmp_path, hpcjax_hom
     later = spec(Container(runtime="apptainer", image=str(sif), binds=("$SCRATCH/data:/data",)))
     from hpcjax.launch.containers import check_before_submit
     check_before_submit(later)  # the job expands it
+
+
+def test_a_compile_cache_named_by_env_is_bound_in_place(tmp_path):
+    cache = tmp_path / "xla cache"
+    cache.mkdir()
+    sif = tmp_path / "jax.sif"
+    sif.touch()
+    line = launch_line(render_sbatch(spec(Container(runtime="apptainer", image=str(sif)),
+                                          env={"HPCJAX_COMPILE_CACHE": str(cache)})))
+    assert f"--bind '{cache}:{cache}'" in line

@@ -45,12 +45,22 @@ class Launch:
     keep_only: tuple[str, ...]  # non-empty: the wrapper cleans the environment to these names
 
 
+# Caches a rank writes, named by the job's --env: bound in place when they exist here.
+CACHE_VARIABLES = ("HPCJAX_COMPILE_CACHE", "JAX_COMPILATION_CACHE_DIR")
+
+
 def binds_of(spec) -> list[tuple[str, str]]:
-    """(source, target) of every bind: the user's, and hpcjax's own package unless the image ships it."""
+    """(source, target) of every bind: the user's, the caches the job's --env names, and
+    hpcjax's own package unless the image ships it."""
     pairs = []
     for bind in spec.container.binds:
         source, _, rest = bind.partition(":")
         pairs.append((source, rest.split(":")[0] or source))
+    bound = {s for s, _ in pairs}
+    for name in CACHE_VARIABLES:
+        cache = dict(spec.env).get(name)
+        if cache and cache.startswith("/") and Path(cache).is_dir() and cache not in bound:
+            pairs.append((cache, cache))
     if spec.container.bind_hpcjax and spec.container.runtime != "none":
         pairs.append((str(hpcjax_package_dir()), f"{HPCJAX_TARGET}/hpcjax"))
     return pairs
@@ -74,9 +84,9 @@ def launch(spec, image_word: str) -> Launch:
     pythonpath = python_path(spec)
     if runtime in ("apptainer", "singularity"):
         prefixes = contract.CLEANENV_PREFIXES[runtime]
+        user = {b.partition(":")[0] for b in container.binds}
         binds = ' --bind "$HPCJAX_LOG_DIR"' + "".join(f" --bind {shlex.quote(b)}" for b in container.binds)
-        if container.bind_hpcjax:
-            binds += f" --bind {shlex.quote(f'{hpcjax_package_dir()}:{HPCJAX_TARGET}/hpcjax')}"
+        binds += "".join(f" --bind {shlex.quote(s + ':' + t)}" for s, t in binds_of(spec) if s not in user)
         prepare = [f"export {p}PYTHONPATH={shlex.quote(pythonpath)}" for p in prefixes] if pythonpath else []
         library = dict(spec.env).get("LD_LIBRARY_PATH")
         if library:  # Apptainer never passes the host's LD_LIBRARY_PATH; the prefixed form it does
