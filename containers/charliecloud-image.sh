@@ -44,6 +44,7 @@ debootstrap --variant=minbase --include=python3,python3-pip bookworm "$partial" 
 # offline inside the image: the image needs no network configuration of its own.
 wheels="$state/images/wheels-$key"
 say "downloading $packages"
+# shellcheck disable=SC2086  # $packages is a list of requirement words
 "$python" -m pip download -q --only-binary=:all: -d "$wheels" $packages >&2
 mkdir -p "$partial/wheels"
 # shellcheck disable=SC2086  # $packages is a list of requirement words
@@ -56,5 +57,7 @@ touch "$partial/etc/hosts"
 touch "$partial/.hpcjax-image-complete"
 rm -rf "$image" "$wheels"
 mv "$partial" "$image"
+# Images of earlier versions of this recipe are not used again.
+find "$state/images" -maxdepth 1 -name 'jax-*' ! -name "jax-$key" ! -name '*.partial' -exec rm -rf {} +
 say "built $image"
 echo "$image"
