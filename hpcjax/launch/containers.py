@@ -15,6 +15,7 @@ the log directory (where a rank leaves the stop marker) are bound in every runti
 
 from __future__ import annotations
 
+import os
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,8 +33,13 @@ PASSED_NAMES = ("SLURM_*", "SLURMD_NODENAME", "JAX_*", "XLA_*", "NCCL_*", "CUDA_
 CH_RUN_KEEPS = ("PATH", "USER", "HOME", "LANG", "TERM")
 
 
+BIND_SOURCE_ENV = "HPCJAX_BIND_SOURCE"  # the hpcjax package to bind, as the compute nodes see it
+
+
 def hpcjax_package_dir() -> Path:
-    return Path(__file__).resolve().parent.parent
+    """The hpcjax package bound into containers: this one, unless $HPCJAX_BIND_SOURCE names
+    the path the compute nodes see (a login node may mount the venv elsewhere)."""
+    return Path(os.environ.get(BIND_SOURCE_ENV) or Path(__file__).resolve().parent.parent)
 
 
 @dataclass(frozen=True)

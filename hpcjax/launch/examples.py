@@ -41,8 +41,25 @@ EXAMPLES: dict[str, JobSpec] = {
 }
 
 
+# The examples show the bind of hpcjax's rank side at a typical shared-venv path, not
+# wherever this checkout happens to be.
+EXAMPLE_BIND_SOURCE = "/shared/venvs/jax/lib/python3.11/site-packages/hpcjax"
+
+
 def rendered_examples() -> dict[str, str]:
-    return {name: render_sbatch(spec) for name, spec in EXAMPLES.items()}
+    import os
+
+    from hpcjax.launch.containers import BIND_SOURCE_ENV
+
+    before = os.environ.get(BIND_SOURCE_ENV)
+    os.environ[BIND_SOURCE_ENV] = EXAMPLE_BIND_SOURCE
+    try:
+        return {name: render_sbatch(spec) for name, spec in EXAMPLES.items()}
+    finally:
+        if before is None:
+            del os.environ[BIND_SOURCE_ENV]
+        else:
+            os.environ[BIND_SOURCE_ENV] = before
 
 
 def main(argv: list[str]) -> int:
