@@ -14,8 +14,11 @@ from hpcjax.contract import DEFAULT_RUN_DIR
 def add_train_verb(sub) -> None:
     train = sub.add_parser("train", help="train the example transformer (every rank runs this)")
     g = train.add_argument_group("parallelism")
-    g.add_argument("--strategy", default="fsdp", help="dp, fsdp, tp, fsdp_tp, or hsdp (FSDP within each node, data parallel across nodes); default fsdp")
+    g.add_argument("--strategy", default="fsdp", help="dp, fsdp, tp, fsdp_tp, hsdp (FSDP within each node, data parallel across nodes), "
+                        "pp (a pipeline stage per device) or dp_pp (--stages stages x data parallel); default fsdp")
     g.add_argument("--tensor-size", type=int, help="fsdp_tp: devices on the tensor axis (default 2)")
+    g.add_argument("--stages", type=int, help="pp/dp_pp: pipeline stages (pp: every device; dp_pp: default 2)")
+    g.add_argument("--microbatches", type=int, default=4, help="pp/dp_pp: micro-batches per step (default 4)")
     g = train.add_argument_group("optimization")
     g.add_argument("--steps", type=int, default=200)
     g.add_argument("--batch-size", type=int, default=32, help="sequences per step, all processes together")

@@ -15,7 +15,9 @@ from hpcjax.contract import DEFAULT_RUN_DIR
 from hpcjax.errors import ConfigError
 from hpcjax.validate import require_choice, require_int, require_number
 
-STRATEGIES = ("dp", "fsdp", "tp", "fsdp_tp", "hsdp")  # hsdp: FSDP within each node, data parallel across nodes
+STRATEGIES = ("dp", "fsdp", "tp", "fsdp_tp", "hsdp",  # hsdp: FSDP within each node, data parallel across nodes
+              "pp", "dp_pp")  # pp: every device a pipeline stage; dp_pp: stages x data-parallel replicas
+PIPELINES = ("pp", "dp_pp")
 
 
 def _option(name: str) -> str:
@@ -62,6 +64,8 @@ class TrainConfig:
     model: ModelConfig = field(default_factory=ModelConfig)
     strategy: str = "fsdp"  # dp | fsdp | tp | fsdp_tp | hsdp
     tensor_size: int | None = None  # fsdp_tp: devices on the "tensor" axis (default 2)
+    stages: int | None = None  # pp/dp_pp: pipeline stages (pp: every device; dp_pp: default 2)
+    microbatches: int = 4  # pp/dp_pp: micro-batches flowing through the pipeline per step
     steps: int = 200  # optimizer steps in all (a resumed run continues to this)
     batch_size: int = 32  # sequences per optimizer step, over all processes
     accum_steps: int = 1  # micro-batches per step (gradient accumulation)
@@ -114,10 +118,28 @@ class TrainConfig:
             if self.profile_server > 65535:
                 raise ConfigError(f"profile_server={self.profile_server} is not a TCP port",
                                   "a port is 1..65535, e.g. --profile-server 9999")
+        self._check_pipeline()
         if self.batch_size % self.accum_steps:
             raise ConfigError(f"batch_size={self.batch_size} is not a multiple of accum_steps={self.accum_steps}",
                               "each step splits its batch into equal micro-batches: change --batch-size or "
                               "--accum-steps")
+
+    def _check_pipeline(self) -> None:
+        if self.strategy not in PIPELINES:
+            if self.stages is not None:
+                raise ConfigError(f"stages={self.stages} was given with strategy {self.strategy!r}",
+                                  "--stages is for the pipeline strategies: --strategy pp or dp_pp")
+            return
+        _positive(self, ("microbatches",))
+        if self.stages is None:
+            return
+        _positive(self, ("stages",))
+        layers = self.model.layers
+        if self.stages > layers or layers % self.stages:
+            valid = [s for s in range(1, layers + 1) if layers % s == 0]
+            raise ConfigError(f"{layers} layers do not divide into {self.stages} pipeline stages",
+                              f"every stage holds the same number of layers: --stages one of "
+                              f"{', '.join(map(str, valid))}, or change --layers")
 
     def profile_range(self) -> tuple[int, int] | None:
         """--profile-steps A:B as (A, B), both within the run's steps."""
@@ -156,6 +178,12 @@ class TrainConfig:
              f"d_model={m.d_model} must split over the {data_size} devices FSDP shards over",
              "pick --d-model divisible by the data axis, or --strategy dp"),
         ]
+        if self.strategy in PIPELINES:
+            per_shard = self.micro_batch // max(1, batch_ways)
+            problems.append((per_shard % self.microbatches == 0,
+                             f"each data shard's {per_shard} sequences per step do not split into "
+                             f"{self.microbatches} pipeline micro-batches",
+                             "make --batch-size / (--accum-steps x the data axis) a multiple of --microbatches"))
         for ok, message, hint in problems:
             if not ok:
                 raise ConfigError(message, f"{hint}; the mesh for {self.strategy} is {mesh}")

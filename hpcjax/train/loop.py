@@ -19,6 +19,7 @@ from hpcjax.train.checkpoint import Checkpoints
 from hpcjax.rank import compile_cache
 from hpcjax.train.metrics import RecordWriter
 from hpcjax.train.observe import FirstStep, StepProfiler
+from hpcjax.train.pipeline import bubble_fraction
 from hpcjax.train.config import TrainConfig
 from hpcjax.train.shardings import describe_mesh
 from hpcjax.train.step import Trainer, learning_rate, node_of
@@ -55,6 +56,10 @@ def train(cfg: TrainConfig) -> dict:
         say(f"resumed from the checkpoint of step {latest} in {run_dir / 'checkpoints'}")
     say(f"training {cfg.strategy} on mesh {describe_mesh(trainer.mesh, node_of)} ({jax.device_count()} devices, "
         f"{jax.process_count()} processes): steps {start}..{cfg.steps}, corpus {len(train_tokens)} bytes")
+    if trainer.pipelined:
+        stages = trainer.mesh.shape["stage"]
+        say(f"pipeline: {cfg.model.layers // stages} layer(s) on each of {stages} stages, {cfg.microbatches} "
+            f"micro-batches per step (GPipe): bubble {bubble_fraction(stages, cfg.microbatches):.1%} of the schedule")
     tokens_per_step = cfg.batch_size * cfg.model.seq_len
     writer = RecordWriter(run_dir / "metrics.jsonl" if jax.process_index() == 0 else None,
                           tokens_per_step=tokens_per_step,

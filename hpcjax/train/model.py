@@ -63,21 +63,36 @@ def model_apply(config: ModelConfig, specs: Specs, mesh: Mesh, params: dict, ids
 
     p = jax.tree.map(lambda a: a.astype(dtype), params)
     ids = constrain(ids, specs.act_ids)
-    seq = ids.shape[1]
-    x = constrain(p["embed"][ids] + p["pos_embed"][None, :seq], specs.act_seq)
-    causal = jnp.tril(jnp.ones((seq, seq), bool))
+    x = constrain(embed(p, ids), specs.act_seq)
     for layer in p["layers"]:
-        h = _layer_norm(x, layer["ln1"])
-        q, k, v = (constrain(jnp.einsum("bsd,dhk->bshk", h, w), specs.act_att) for w in layer["att_qkv"])
-        scores = jnp.einsum("bshk,bthk->bhst", q, k).astype(jnp.float32) / jnp.sqrt(config.head_dim)
-        probs = jax.nn.softmax(jnp.where(causal, scores, -1e9), axis=-1).astype(dtype)
-        att = constrain(jnp.einsum("bhst,bthk->bshk", probs, v), specs.act_att)
-        x = constrain(x + jnp.einsum("bshk,dhk->bsd", att, layer["att_out"]), specs.act_seq)
-        h = _layer_norm(x, layer["ln2"])
-        h = constrain(jax.nn.gelu(jnp.einsum("bsd,df->bsf", h, layer["mlp_in"])), specs.act_hidden)
-        x = constrain(x + jnp.einsum("bsf,fd->bsd", h, layer["mlp_out"]), specs.act_seq)
+        x = block(config, layer, x, dtype, lambda a, name: constrain(a, getattr(specs, name)))
+    return head(p, x)
+
+
+def embed(p: dict, ids: jax.Array) -> jax.Array:
+    return p["embed"][ids] + p["pos_embed"][:ids.shape[-1]]
+
+
+def head(p: dict, x: jax.Array) -> jax.Array:
+    """Logits in float32 from the last layer's activations."""
     x = _layer_norm(x, p["ln_f"])
-    return (jnp.einsum("bsd,dv->bsv", x, p["out_kernel"]) + p["out_bias"]).astype(jnp.float32)
+    return (jnp.einsum("...sd,dv->...sv", x, p["out_kernel"]) + p["out_bias"]).astype(jnp.float32)
+
+
+def block(config: ModelConfig, layer: dict, x: jax.Array, dtype, constrain=lambda a, name: a) -> jax.Array:
+    """One transformer layer on (batch, seq, d_model); `constrain(array, spec name)` places
+    activations (a pipeline stage, inside shard_map, leaves them where they are)."""
+    seq = x.shape[1]
+    causal = jnp.tril(jnp.ones((seq, seq), bool))
+    h = _layer_norm(x, layer["ln1"])
+    q, k, v = (constrain(jnp.einsum("bsd,dhk->bshk", h, w), "act_att") for w in layer["att_qkv"])
+    scores = jnp.einsum("bshk,bthk->bhst", q, k).astype(jnp.float32) / jnp.sqrt(config.head_dim)
+    probs = jax.nn.softmax(jnp.where(causal, scores, -1e9), axis=-1).astype(dtype)
+    att = constrain(jnp.einsum("bhst,bthk->bshk", probs, v), "act_att")
+    x = constrain(x + jnp.einsum("bshk,dhk->bsd", att, layer["att_out"]), "act_seq")
+    h = _layer_norm(x, layer["ln2"])
+    h = constrain(jax.nn.gelu(jnp.einsum("bsd,df->bsf", h, layer["mlp_in"])), "act_hidden")
+    return constrain(x + jnp.einsum("bsf,fd->bsd", h, layer["mlp_out"]), "act_seq")
 
 
 def next_token_loss(logits: jax.Array, targets: jax.Array) -> jax.Array:

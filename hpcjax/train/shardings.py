@@ -20,10 +20,11 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
 from hpcjax.errors import ConfigError
-from hpcjax.train.config import STRATEGIES
+from hpcjax.train.config import PIPELINES, STRATEGIES
 
 REPLICA, DATA, TENSOR = "replica", "data", "tensor"
 AXES = (REPLICA, DATA, TENSOR)
+STAGE = "stage"  # the pipeline strategies' outer axis: consecutive stages on consecutive devices
 BATCH = (REPLICA, DATA)  # the batch dimension is split over both
 
 
@@ -55,6 +56,9 @@ SPECS = {
                   act_hidden=P(BATCH, None, None), **_ACTIVATIONS),
 }
 SPECS["hsdp"] = SPECS["fsdp"]  # the same specs: "data" is a node's devices, "replica" the nodes
+# Pipelines: parameters are made as for dp, then each layer's arrays are stacked and split
+# over "stage" (train.pipeline); inside a stage the batch is split over "data".
+SPECS["pp"] = SPECS["dp_pp"] = SPECS["dp"]
 # Tensor parallel (and its 2-D form): heads and MLP units over "tensor".
 SPECS["tp"] = SPECS["fsdp_tp"] = Specs(
     embed=P(None, None), pos_embed=P(None, TENSOR), att_qkv=P(None, DATA, TENSOR, None),
@@ -87,10 +91,32 @@ def mesh_shape(strategy: str, num_devices: int, tensor_size: int | None, nodes: 
     return 1, num_devices // t, t
 
 
-def make_mesh(strategy: str, devices, tensor_size: int | None = None, nodes: int = 1) -> Mesh:
+def pipeline_stages(strategy: str, num_devices: int, stages: int | None) -> int:
+    """The stage axis of pp (every device) or dp_pp (default 2; the rest data parallel)."""
+    if strategy == "pp":
+        if stages not in (None, num_devices):
+            raise ConfigError(f"pp puts every device on the stage axis: {num_devices} stages, not {stages}",
+                              f"use --strategy dp_pp --stages {stages} for {stages} stages x "
+                              f"{num_devices // stages if num_devices % stages == 0 else '?'} data-parallel "
+                              "replicas, or drop --stages")
+        return num_devices
+    stages = stages or 2
+    if num_devices % stages:
+        valid = [s for s in range(1, num_devices + 1) if num_devices % s == 0]
+        raise ConfigError(f"{stages} pipeline stages do not divide the {num_devices} devices",
+                          f"--stages one of {', '.join(map(str, valid))}")
+    return stages
+
+
+def make_mesh(strategy: str, devices, tensor_size: int | None = None, nodes: int = 1,
+              stages: int | None = None) -> Mesh:
     """The mesh over `devices` in their global order (each process's devices stay together,
     so a process's share of the batch is one contiguous block of rows; a node's processes
-    stay together, so a group along the inner axes stays in one node)."""
+    stay together, so a group along the inner axes stays in one node). A pipeline's stage
+    axis is outermost: with two nodes and two stages, each node is a stage."""
+    if strategy in PIPELINES:
+        s = pipeline_stages(strategy, len(devices), stages)
+        return Mesh(np.array(devices).reshape(s, 1, len(devices) // s, 1), (STAGE,) + AXES)
     shape = mesh_shape(strategy, len(devices), tensor_size, nodes)
     return Mesh(np.array(devices).reshape(shape), AXES)
 

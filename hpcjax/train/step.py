@@ -26,8 +26,8 @@ import optax
 from jax.sharding import PartitionSpec as P
 
 from hpcjax.contract import NODES_ENV
-from hpcjax.train import data, model, shardings
-from hpcjax.train.config import TrainConfig
+from hpcjax.train import data, model, pipeline, shardings
+from hpcjax.train.config import PIPELINES, TrainConfig
 
 
 def learning_rate(cfg: TrainConfig, step: int) -> float:
@@ -39,8 +39,18 @@ def learning_rate(cfg: TrainConfig, step: int) -> float:
     return float(cfg.learning_rate * (cfg.min_lr_ratio + (1 - cfg.min_lr_ratio) * cosine))
 
 
+def matrices_only(params: dict):
+    """Weight decay's mask: matrices, not vectors; a pipeline's stacked layers have one more axis."""
+    stacked = isinstance(params.get("layers"), dict)
+
+    def is_matrix(path, p) -> bool:
+        in_stack = stacked and getattr(path[0], "key", None) == "layers"
+        return p.ndim - in_stack >= 2
+
+    return jax.tree_util.tree_map_with_path(is_matrix, params)
+
+
 def make_optimizer(cfg: TrainConfig) -> optax.GradientTransformation:
-    matrices_only = lambda params: jax.tree.map(lambda p: p.ndim >= 2, params)  # noqa: E731
     return optax.chain(optax.clip_by_global_norm(cfg.clip_norm), optax.scale_by_adam(),
                        optax.add_decayed_weights(cfg.weight_decay, mask=matrices_only))
 
@@ -62,7 +72,7 @@ class Trainer:
     def __init__(self, cfg: TrainConfig) -> None:
         self.cfg = cfg
         self.nodes = nodes_of_job()
-        self.mesh = shardings.make_mesh(cfg.strategy, jax.devices(), cfg.tensor_size, self.nodes)
+        self.mesh = shardings.make_mesh(cfg.strategy, jax.devices(), cfg.tensor_size, self.nodes, cfg.stages)
         cfg.check_mesh(self.mesh.shape[shardings.DATA], self.mesh.shape[shardings.TENSOR],
                        self.mesh.shape[shardings.REPLICA])
         self.specs = shardings.SPECS[cfg.strategy]
@@ -71,10 +81,15 @@ class Trainer:
         self.replicated = shardings.named(self.mesh, P())
         self.batch_sharding = shardings.named(self.mesh, P(None, shardings.BATCH, None))  # (accum, batch, seq)
         self.train_step = None  # compiled for the state's shardings by init_state
+        self.pipelined = cfg.strategy in PIPELINES
+        if self.pipelined:
+            self._loss = pipeline.loss_fn(cfg.model, self.mesh, cfg.microbatches, self.dtype)
         self.eval_loss = jax.jit(self._loss)
 
     def init_state(self) -> dict:
         params = model.init_params(self.cfg.model, self.specs, self.mesh, jax.random.key(self.cfg.seed))
+        if self.pipelined:
+            params = pipeline.stack_layers(params, self.mesh)
         param_shardings = jax.tree.map(lambda p: p.sharding, params)
         opt_shardings = optax.tree_map_params(self.optimizer, lambda _, s: s,
                                               jax.eval_shape(self.optimizer.init, params), param_shardings,
