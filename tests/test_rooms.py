@@ -19,7 +19,7 @@ STDLIB = set(sys.stdlib_module_names)
 # room -> (what it may import besides the standard library)
 ALLOWED = {
     "rank": {"jax", "numpy"} | SHARED | {"hpcjax.rank"},
-    "train": {"jax", "numpy", "optax", "orbax"} | SHARED | {"hpcjax.rank", "hpcjax.train"},
+    "train": {"jax", "numpy", "optax", "orbax", "tensorboardX"} | SHARED | {"hpcjax.rank", "hpcjax.train"},
     "launch": {"jinja2", "submitit", "packaging", "hpccm"} | SHARED | {"hpcjax.launch"},
     # The Python API: its caller side builds on launch, its worker on rank; never train.
     "api": {"submitit", "cloudpickle", "numpy"} | SHARED | {"hpcjax.api", "hpcjax.launch", "hpcjax.rank"},

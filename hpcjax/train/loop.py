@@ -65,7 +65,7 @@ def train(cfg: TrainConfig) -> dict:
                           tokens_per_step=tokens_per_step,
                           flops_per_step=cfg.model.flops_per_token() * tokens_per_step,
                           peak_flops=cfg.peak_tflops * 1e12 * jax.device_count(),
-                          total_steps=cfg.steps, log_every=cfg.log_every)
+                          total_steps=cfg.steps, log_every=cfg.log_every, start_step=start)
     stop, stopped_early = StopRequest(), False
     watchdog = StepWatchdog(step_timeout_s(), jax.process_index())
     batches = trainer.batches(corpus, start)

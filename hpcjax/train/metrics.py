@@ -1,7 +1,7 @@
 """The cookbook's record writer: a step's metrics are read only after the next
 step has been dispatched, so the host never waits for the devices inside the
-training loop. Writes JSON lines into the run directory and a progress line on
-stderr, both on process 0 only.
+training loop. Writes JSON lines into the run directory, TensorBoard scalars (train.scalars)
+and a progress line on stderr, all on process 0 only.
 """
 
 from __future__ import annotations
@@ -13,11 +13,14 @@ from pathlib import Path
 
 import jax
 
+from hpcjax.train.scalars import Scalars
+
 
 class RecordWriter:
     def __init__(self, path: Path | None, *, tokens_per_step: int, flops_per_step: float, peak_flops: float,
-                 total_steps: int, log_every: int) -> None:
+                 total_steps: int, log_every: int, start_step: int = 0) -> None:
         self.file = open(path, "a") if path is not None else None  # None: not process 0
+        self.scalars = Scalars(path.parent if path is not None else None, start_step)
         self.tokens_per_step, self.flops_per_step = tokens_per_step, flops_per_step
         self.peak_flops, self.total_steps, self.log_every = peak_flops, total_steps, max(1, log_every)
         self.pending: tuple[int, float, dict] | None = None
@@ -34,6 +37,7 @@ class RecordWriter:
         if self.pending is not None:
             self._write(*self.pending)
             self.pending = None
+        self.scalars.flush()  # at checkpoints too: what a resumed run keeps is on disk
 
     def restart_clock(self) -> None:
         """After a pause the loop caused on purpose (evaluation, checkpoint), so step time stays honest."""
@@ -51,6 +55,7 @@ class RecordWriter:
             return
         self.file.write(json.dumps(record) + "\n")
         self.file.flush()
+        self.scalars.add(step, record)
         if step % self.log_every == 0 or step == self.total_steps - 1:
             print(f"step {step + 1}/{self.total_steps}  loss {record['loss']:.4f}  "
                   f"gnorm {record['grad_norm']:.3f}  lr {learning_rate:.2e}  {seconds * 1000:.1f} ms/step  "
@@ -61,8 +66,10 @@ class RecordWriter:
         if self.file is not None:
             self.file.write(json.dumps(record) + "\n")
             self.file.flush()
+            self.scalars.add(record.get("step", 0), record)
 
     def close(self) -> None:
         self.flush()
+        self.scalars.close()
         if self.file is not None:
             self.file.close()
