@@ -7,11 +7,13 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 # shellcheck checks every rendered script; Charliecloud (ch-run) runs the container tests
-# for real in an image debootstrap makes (Apptainer is not installable here).
+# for real in an image debootstrap makes (Apptainer is not installable here); headless
+# Chromium loads the run report.
 missing=()
 command -v shellcheck >/dev/null || missing+=(shellcheck)
 command -v ch-run >/dev/null || missing+=(charliecloud-runtime)
 command -v debootstrap >/dev/null || missing+=(debootstrap)
+command -v chromium >/dev/null || missing+=(chromium)  # loads `hpcjax report` pages headless
 if [ ${#missing[@]} -gt 0 ]; then
   echo "test.sh: installing ${missing[*]} (apt-get)" >&2
   apt-get update -qq >/dev/null

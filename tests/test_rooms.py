@@ -20,7 +20,7 @@ STDLIB = set(sys.stdlib_module_names)
 ALLOWED = {
     "rank": {"jax", "numpy"} | SHARED | {"hpcjax.rank"},
     "train": {"jax", "numpy", "optax", "orbax", "tensorboardX"} | SHARED | {"hpcjax.rank", "hpcjax.train"},
-    "launch": {"jinja2", "submitit", "packaging", "hpccm"} | SHARED | {"hpcjax.launch"},
+    "launch": {"jinja2", "submitit", "packaging", "hpccm", "matplotlib"} | SHARED | {"hpcjax.launch"},
     # The Python API: its caller side builds on launch, its worker on rank; never train.
     "api": {"submitit", "cloudpickle", "numpy"} | SHARED | {"hpcjax.api", "hpcjax.launch", "hpcjax.rank"},
     "shared": set(),  # errors, contract, validate: the standard library only (and each other)

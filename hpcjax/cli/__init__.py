@@ -18,6 +18,7 @@ from hpcjax.cli.jobs import add_job_verbs
 from hpcjax.cli.options import Parser, join_dashed_values
 from hpcjax.cli.profile import add_profile_verb
 from hpcjax.cli.rank import add_rank_verbs
+from hpcjax.cli.report import add_report_verb
 from hpcjax.cli.smoke import add_smoke_verb
 from hpcjax.cli.train import add_train_verb
 from hpcjax.errors import HpcjaxError, UsageError
@@ -45,6 +46,7 @@ def build_parser() -> Parser:
     add_train_verb(sub)
     add_profile_verb(sub)
     add_container_verb(sub)
+    add_report_verb(sub)
     return parser
 
 

@@ -9,6 +9,8 @@ the per-step stop agreement (train.stop) waits for the other hosts, not the devi
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import sys
 from pathlib import Path
 
@@ -60,6 +62,11 @@ def train(cfg: TrainConfig) -> dict:
         stages = trainer.mesh.shape["stage"]
         say(f"pipeline: {cfg.model.layers // stages} layer(s) on each of {stages} stages, {cfg.microbatches} "
             f"micro-batches per step (GPipe): bubble {bubble_fraction(stages, cfg.microbatches):.1%} of the schedule")
+    if jax.process_index() == 0:  # what `hpcjax report` shows of the run's configuration and layout
+        run_dir.mkdir(parents=True, exist_ok=True)
+        (run_dir / "config.json").write_text(json.dumps(
+            {**dataclasses.asdict(cfg), "mesh": describe_mesh(trainer.mesh, node_of), "devices": jax.device_count(),
+             "processes": jax.process_count(), "nodes": trainer.nodes}, default=str, indent=1))
     tokens_per_step = cfg.batch_size * cfg.model.seq_len
     writer = RecordWriter(run_dir / "metrics.jsonl" if jax.process_index() == 0 else None,
                           tokens_per_step=tokens_per_step,

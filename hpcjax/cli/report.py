@@ -1,0 +1,29 @@
+"""`hpcjax report RUN_DIR`: one HTML page (and PNG plots beside it) about a training run,
+made from what the run wrote. Prints the page's path on stdout; nothing is served."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+
+def cmd_report(args: argparse.Namespace, command: list[str]) -> int:
+    from hpcjax.launch.report import render
+
+    run_dir = Path(args.run_dir)
+    output, record = render(run_dir, Path(args.output) if args.output else run_dir / "report.html")
+    for problem in record.problems:
+        print(f"note: {problem}", file=sys.stderr)
+    print(f"report of {len(record.steps)} step(s), {len(record.restarts)} restart(s): "
+          + ("open it in a browser" if args.open else "the page and its PNGs"), file=sys.stderr)
+    print(output.resolve())
+    return 0
+
+
+def add_report_verb(sub) -> None:
+    report = sub.add_parser("report", help="an HTML page with plots about a training run: report RUN_DIR")
+    report.add_argument("run_dir", help="the training run's --run-dir")
+    report.add_argument("-o", "--output", metavar="FILE.html", help="default: RUN_DIR/report.html")
+    report.add_argument("--open", action="store_true", help="print the page's path to open (nothing is served)")
+    report.set_defaults(run=cmd_report, takes_command=False)
