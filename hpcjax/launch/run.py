@@ -158,9 +158,11 @@ class Run:
             state, _ = self.poll()
             ended = state in FINISHED_STATES
             logs = {r: p for r, p in self.rank_logs().items() if rank is None or r == rank}
-            if logs and len(hosts) < len(logs) and state != "PENDING":
+            if logs and any(r not in hosts for r in logs) and state != "PENDING":
                 hosts = self.hosts()
             for r, path in logs.items():
+                if rank is None and r not in hosts and not ended:
+                    continue  # its node is not known yet (accounting lags): read it once it is
                 with open(path, errors="replace") as handle:
                     handle.seek(offsets.get(r, 0))
                     text = partial.pop(r, "") + handle.read()
