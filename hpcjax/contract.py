@@ -152,3 +152,11 @@ def local_node_name(rank: int, tasks_per_node: int) -> str:
 def clamp_exit_code(code: int | None) -> int:
     """A process exit status a shell can return: codes outside 1..255 (signals, None) become 1."""
     return code if code is not None and 0 < code < 256 else 1
+
+
+def format_bytes(size: int) -> str:
+    """A message size as the checks print it, on both sides of a job (4 KiB, 64 MiB, 1000 B)."""
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if size >= scale and size % scale == 0:
+            return f"{size // scale} {unit}"
+    return f"{size} B"

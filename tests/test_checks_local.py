@@ -109,3 +109,47 @@ def test_plain_jax_resolves_what_hpcjax_maps_on_the_local_backend(tmp_path, hpcj
         for name in ("coordinator_address", "num_processes", "process_id"):
             assert plain[name] == ours[name], (rank, name, found)
         assert plain["local_device_ids"] == [0, 1] and plain["process_id"] == rank
+
+
+@pytest.mark.parametrize("nodes", range(1, 10))
+def test_the_pair_rounds_meet_every_pair_of_nodes_once_and_no_node_twice_a_round(nodes):
+    from hpcjax.rank.pairs import rounds
+
+    schedule = rounds(nodes)
+    met = [pair for pairs in schedule for pair in pairs]
+    assert sorted(met) == [(a, b) for a in range(nodes) for b in range(a + 1, nodes)]
+    for pairs in schedule:
+        seen = [node for pair in pairs for node in pair]
+        assert len(seen) == len(set(seen))
+    assert len(schedule) == max(1, nodes - 1 if nodes % 2 == 0 else nodes)
+
+
+def test_bandwidth_between_each_pair_of_nodes_with_a_plot(tmp_path):
+    """3 emulated nodes: three pairs, each measured once, the data checked; a plot beside."""
+    from test_report import not_blank
+
+    result = run_hpcjax("smoke", "--backend", "local", "--nodes", "3", "--gpus-per-node", "2", "--bandwidth",
+                        "--sizes", "4K:64K", "--json", "--plot", "plots/bw.png", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    verdict = json.loads(result.stdout)
+    assert [p["nodes"] for p in verdict["pairs"]] == [["local0", "local1"], ["local0", "local2"],
+                                                      ["local1", "local2"]]
+    for pair in verdict["pairs"]:
+        assert [r["bytes"] for r in pair["rows"]] == [4096, 16384, 65536] and all(r["correct"] for r in pair["rows"])
+        for row in pair["rows"]:
+            assert row["busbw_gbps"] == pytest.approx(row["bytes"] / (row["time_us"] * 1e-6) / 1e9)
+    assert not_blank(tmp_path / "plots" / "bw.png")
+    assert f"bandwidth plot: {tmp_path / 'plots' / 'bw.png'}" in result.stderr
+    text = run_hpcjax("submit", "--backend", "local", "--nodes", "2", "--gpus-per-node", "1", "--", sys.executable,
+                      "-m", "hpcjax", "check", "bandwidth", "--sizes", "4K:16K", "--iters", "2", cwd=tmp_path)
+    log = (tmp_path / "hpcjax-logs" / f"{text.stdout.strip()}-rank0.log").read_text()
+    assert "between nodes, both ways at once (busbw GB/s):" in log and "local0 <-> local1" in log
+
+
+def test_a_plot_without_the_bandwidth_sweep_is_refused_before_anything_runs(tmp_path):
+    for args, message in ((["--plot", "bw.png"], "--bandwidth was not given"),
+                          (["--bandwidth", "--plot", "bw.txt"], "a plot is written as .png, .svg, .pdf")):
+        result = run_hpcjax("smoke", "--backend", "local", "--nodes", "1", "--gpus-per-node", "1", *args,
+                            cwd=tmp_path)
+        assert result.returncode == 2 and message in result.stderr, result.stderr
+        assert not (tmp_path / "hpcjax-logs").exists()

@@ -4,6 +4,7 @@ and a run directory with no metrics, or a half-written last line, still gets a p
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -76,3 +77,24 @@ def test_no_metrics_or_a_cut_line_is_said_and_the_page_still_renders(tmp_path, r
     assert "cut short" in (cut / "report.html").read_text() and (cut / "report-loss.png").is_file()
     missing = run_hpcjax("report", str(tmp_path / "nope"))
     assert missing.returncode == 2 and "does not exist" in missing.stderr
+
+
+def test_pace_lines_give_the_per_rank_plot_and_the_slow_rank(tmp_path, resumed_run):
+    """The per-rank view drawn from train.pace's lines (a real run's are in test_pace_cluster.py)."""
+    run_dir = tmp_path / "paced"
+    run_dir.mkdir()
+    lines = (resumed_run / "metrics.jsonl").read_text().splitlines()
+    for step, named in ((4, None), (8, 1)):
+        lines.append(json.dumps({"step": step, "pace": {
+            "steps": 3, "collective_s": [0.21, 0.09], "traced_s": [0.3, 0.3], "hosts": ["node1", "node2"],
+            "waited_for": 1, "others_wait": 0.4, "slow_rank": named,
+            "slow": "slow: rank 1 on node2, others wait 40 % of each step for it" if named else ""}}))
+    (run_dir / "metrics.jsonl").write_text("\n".join(lines) + "\n")
+    made = run_hpcjax("report", str(run_dir))
+    assert made.returncode == 0, made.stderr
+    assert "slow: rank 1 on node2, others wait 40 % of each step for it (named in 1 of 2 captures)" in \
+        (run_dir / "report.html").read_text()
+    assert not_blank(run_dir / "report-ranks.png")
+    single = tmp_path / "single.html"
+    assert run_hpcjax("report", str(resumed_run), "-o", str(single)).returncode == 0
+    assert "not measured" in single.read_text()  # one process: no captures

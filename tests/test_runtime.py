@@ -6,7 +6,8 @@ import time
 
 import pytest
 
-from hpcjax.rank.checks import bus_bandwidth, format_bytes
+from hpcjax.contract import format_bytes
+from hpcjax.rank.checks import bus_bandwidth
 from hpcjax.cli.options import parse_sizes
 from hpcjax.errors import UsageError
 from hpcjax.launch.local import free_port

@@ -33,6 +33,21 @@ def test_smoke_on_slurm_for_the_seed_layouts(tmp_path, slurm_cluster, hpcjax_hom
         assert row["node"] == f"node{row['rank'] // per_node + 1}"  # SLURM placed ranks block-wise
 
 
+def test_bandwidth_between_the_two_nodes_with_a_plot(tmp_path, slurm_cluster, hpcjax_home):
+    from test_report import not_blank
+
+    result = run_hpcjax("smoke", "--bandwidth", "--sizes", "4K:1M", "--plot", "bw.png", "--nodes", "2",
+                        "--gpus-per-node", "2", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "4 of 4 ranks passed" in result.stdout
+    assert re.search(r"node1 <-> node2: \d+\.\d{3} GB/s at 1 MiB", result.stdout), result.stdout
+    assert not_blank(tmp_path / "bw.png")
+    rank0 = next((tmp_path / "hpcjax-logs").glob("*-rank0.log")).read_text()
+    [report] = [json.loads(line) for line in rank0.splitlines() if line.startswith('{"check": "bandwidth"')]
+    [pair] = report["pairs"]
+    assert pair["nodes"] == ["node1", "node2"] and all(row["correct"] for row in pair["rows"])
+
+
 def test_env_inside_an_srun_step(tmp_path, slurm_cluster, hpcjax_home):
     result = run_hpcjax("submit", "--nodes", "2", "--gpus-per-node", "2", "--wait", "--",
                         sys.executable, "-m", "hpcjax", "env", "--json", cwd=tmp_path)

@@ -6,9 +6,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
 from hpcjax.cli.options import add_backend_option, add_job_options, parse_sizes, spec_from_args
 from hpcjax.errors import UsageError
+
+PLOT_FORMATS = (".png", ".svg", ".pdf")
 
 
 def cmd_smoke(args: argparse.Namespace, command: list[str]) -> int:
@@ -20,6 +23,12 @@ def cmd_smoke(args: argparse.Namespace, command: list[str]) -> int:
                          "use `hpcjax submit ... -- COMMAND` to run a program")
     if args.sizes:
         parse_sizes(args.sizes)  # refuse a bad value before anything runs
+    if args.plot and not args.bandwidth:
+        raise UsageError("--plot draws the bandwidth sweep, and --bandwidth was not given",
+                         "add --bandwidth, e.g. hpcjax smoke --bandwidth --plot bandwidth.png ...")
+    if args.plot and Path(args.plot).suffix.lower() not in PLOT_FORMATS:
+        raise UsageError(f"--plot {args.plot!r}: a plot is written as {', '.join(PLOT_FORMATS)}",
+                         "e.g. --plot bandwidth.png")
     spec = smoke.smoke_spec(spec_from_args(args, ["placeholder"]), args.bandwidth, args.sizes)
     backend = launch.choose_backend(args.backend)
     run = launch.submit(spec, backend)
@@ -29,14 +38,22 @@ def cmd_smoke(args: argparse.Namespace, command: list[str]) -> int:
         run.cancel()  # a smoke test is worth nothing half-run
         print(f"\ninterrupted: cancelled smoke job {run.job_id}", file=sys.stderr)
         return 130
-    rows = smoke.verdicts(smoke.read_reports(run.rank_logs()), spec.layout.num_processes, args.bandwidth)
+    reports = smoke.read_reports(run.rank_logs())
+    rows = smoke.verdicts(reports, spec.layout.num_processes, args.bandwidth)
     ok = all(r["ok"] for r in rows)
+    pairs = reports.get(0, {}).get("bandwidth", {}).get("pairs", [])
     if args.json:
         print(json.dumps({"layout": spec.layout.name, "backend": backend, "job_id": run.job_id, "ranks": rows,
-                          "ok": ok}, indent=2))
+                          "pairs": pairs, "ok": ok}, indent=2))
     else:
         print(f"smoke test {spec.layout.name} ({backend}, job {run.job_id}):")
         print(smoke.format_table(rows, args.bandwidth))
+        print(smoke.format_pairs(pairs), end="")
+    if args.plot and "bandwidth" in reports.get(0, {}):
+        from hpcjax.launch.report import bandwidth_plot
+
+        print(f"bandwidth plot: {bandwidth_plot(reports[0]['bandwidth'], Path(args.plot)).resolve()}",
+              file=sys.stderr)
     return 0 if ok else 1
 
 
@@ -45,6 +62,8 @@ def add_smoke_verb(sub) -> None:
     add_job_options(smoke, job_name="hpcjax-smoke", time="00:10:00")
     smoke.add_argument("--bandwidth", action="store_true", help="also run the bandwidth sweep")
     smoke.add_argument("--sizes", help="bandwidth sizes, as for `hpcjax check`")
+    smoke.add_argument("--plot", metavar="FILE.png", help="with --bandwidth: bus bandwidth by message size, "
+                       "for all devices and per node pair, drawn into FILE")
     add_backend_option(smoke)
     smoke.add_argument("--json", action="store_true", help="the verdict as JSON on stdout")
     smoke.set_defaults(run=cmd_smoke, takes_command=True)

@@ -40,6 +40,8 @@ def add_train_verb(sub) -> None:
     g.add_argument("--checkpoint-every", type=int, default=50, help="steps between checkpoints (0: never)")
     g.add_argument("--eval-batches", type=int, default=4)
     g.add_argument("--log-every", type=int, default=10)
+    g.add_argument("--pace-every", type=int, default=100,
+                   help="steps between the short traces that name a slow rank (0: never; multi-process runs)")
     g.add_argument("--corpus-bytes", type=int, default=4 << 20)
     g.add_argument("--peak-tflops", type=float, default=312.0, help="per device, for MFU (default A100 bf16)")
     g.add_argument("--stop-after", type=int, help="stop after this many steps, as if preempted")

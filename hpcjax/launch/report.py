@@ -4,6 +4,8 @@ plots beside it (drawn with matplotlib, embedded in the page too).
 
 Restarts are found in the record itself: a resumed run's first step is not after the
 previous line's. A half-written last line (a killed run) is skipped and said so.
+A multi-process run's "pace" lines (train.pace: each rank's time working and waiting in
+collectives, from short profiler captures) give the per-rank view and the slow rank.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from hpcjax.contract import format_bytes
 from hpcjax.errors import UsageError
 
 PLOTS = ("loss", "throughput", "step_times")
@@ -26,6 +29,7 @@ class RunRecord:
     evals: list[dict] = field(default_factory=list)
     restarts: list[int] = field(default_factory=list)  # the step each resumed run started from
     checkpoints: list[int] = field(default_factory=list)
+    pace: list[dict] = field(default_factory=list)  # {"step": N, "pace": {...}} of train.pace, in order
     config: dict = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
 
@@ -54,6 +58,8 @@ def read_run(run_dir: Path) -> RunRecord:
             last = entry["step"]
         elif entry.get("val_loss") is not None:
             record.evals.append(entry)
+        elif isinstance(entry.get("pace"), dict):
+            record.pace.append(entry)
     record.steps = [by_step[s] for s in sorted(by_step)]
     checkpoints = run_dir / "checkpoints"
     if checkpoints.is_dir():
@@ -71,6 +77,8 @@ def _figure(plot: str, record: RunRecord):
     matplotlib.use("Agg")  # files only: no display on a login node
     import matplotlib.pyplot as plt
 
+    if plot == "ranks":
+        return _ranks_figure(plt, record)
     figure, axis = plt.subplots(figsize=(8, 3.2), dpi=100)
     steps = [r["step"] for r in record.steps]
     if plot == "loss":
@@ -101,13 +109,56 @@ def _figure(plot: str, record: RunRecord):
     return figure
 
 
+def per_rank(record: RunRecord) -> tuple[list[list[float]], list[list[float]]]:
+    """Each rank's milliseconds per step working and waiting in collectives, one value per capture."""
+    work: list[list[float]] = []
+    wait: list[list[float]] = []
+    for entry in record.pace:
+        pace = entry["pace"]
+        for rank, (collective, traced) in enumerate(zip(pace["collective_s"], pace["traced_s"])):
+            while len(work) <= rank:
+                work.append([])
+                wait.append([])
+            work[rank].append(1e3 * (traced - collective) / pace["steps"])
+            wait[rank].append(1e3 * collective / pace["steps"])
+    return work, wait
+
+
+def slow_ranks(record: RunRecord) -> str:
+    named = [entry["pace"]["slow"] for entry in record.pace if entry["pace"].get("slow")]
+    if not record.pace:
+        return "not measured (one process, or --pace-every 0, or too few steps)"
+    return named[-1] + f" (named in {len(named)} of {len(record.pace)} captures)" if named else "none named"
+
+
+def _ranks_figure(plt, record: RunRecord):
+    work, wait = per_rank(record)
+    figure, (left, right) = plt.subplots(1, 2, figsize=(8, 3.2), dpi=100)
+    ranks = list(range(len(work)))
+    left.boxplot(work, positions=ranks, widths=0.35)
+    left.boxplot(wait, positions=[r + 0.4 for r in ranks], widths=0.35,
+                 boxprops={"color": "tab:red"}, medianprops={"color": "tab:red"})
+    left.set_xticks([r + 0.2 for r in ranks], [str(r) for r in ranks])
+    left.set(xlabel="rank (black: working, red: waiting in collectives)", ylabel="ms per step",
+             title="Step time per rank")
+    steps = [entry["step"] for entry in record.pace]
+    for rank in ranks:
+        shares = [100 * w / (w + k) if w + k else 0.0 for w, k in zip(wait[rank], work[rank])]
+        right.plot(steps, shares, marker=".", label=f"rank {rank}")
+    right.set(xlabel="step", ylabel="% of step waiting", title="Waiting in collectives")
+    if len(ranks) <= 8:
+        right.legend(loc="upper right", fontsize=8)
+    figure.tight_layout()
+    return figure
+
+
 def render(run_dir: Path, output: Path) -> tuple[Path, RunRecord]:
     """Write output (the HTML page) and its PNGs beside it; return the page's path."""
     record = read_run(run_dir)
     output.parent.mkdir(parents=True, exist_ok=True)
     images = {}
     if record.steps:
-        for plot in PLOTS:
+        for plot in PLOTS + (("ranks",) if record.pace else ()):
             figure = _figure(plot, record)
             buffer = io.BytesIO()
             figure.savefig(buffer, format="png")
@@ -125,7 +176,8 @@ def page(run_dir: Path, record: RunRecord, images: dict[str, str]) -> str:
              ("validation loss", f"{record.evals[-1]['val_loss']:.4f}" if record.evals else "-"),
              ("median tokens/s", f"{steady[len(steady) // 2]:,.0f}"),
              ("checkpoints", ", ".join(map(str, record.checkpoints)) or "-"),
-             ("restarts (resumed at step)", ", ".join(map(str, record.restarts)) or "-")]
+             ("restarts (resumed at step)", ", ".join(map(str, record.restarts)) or "-"),
+             ("slow rank", slow_ranks(record))]
     rows = "".join(f"<tr><th>{e(str(k))}</th><td>{e(str(v))}</td></tr>" for k, v in facts)
     config = "".join(f"<tr><th>{e(str(k))}</th><td>{e(json.dumps(v))}</td></tr>" for k, v in record.config.items())
     notes = "".join(f"<li>{e(p)}</li>" for p in record.problems)
@@ -152,3 +204,34 @@ window.addEventListener("load", () => {{
 </script>
 </body></html>
 """
+
+
+def bandwidth_plot(report: dict, path: Path) -> Path:
+    """Bus bandwidth by message size from rank 0's `check bandwidth` report: the all-reduce
+    over every device, and each node pair's exchange (the slowest pair in red)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axis = plt.subplots(figsize=(8, 4), dpi=100)
+    rows = report["rows"]
+    axis.plot([r["bytes"] for r in rows], [r["busbw_gbps"] for r in rows], marker="o", linewidth=2,
+              label=f"all-reduce over {report['devices']} devices")
+    pairs = sorted(report.get("pairs", []), key=lambda p: p["rows"][-1]["busbw_gbps"])
+    for number, pair in enumerate(pairs):
+        slowest = number == 0 and len(pairs) > 1
+        axis.plot([r["bytes"] for r in pair["rows"]], [r["busbw_gbps"] for r in pair["rows"]], marker=".",
+                  color="tab:red" if slowest else "tab:gray", alpha=1.0 if slowest or len(pairs) == 1 else 0.5,
+                  label=" <-> ".join(pair["nodes"]) + (" (slowest pair)" if slowest else "")
+                  if slowest or len(pairs) <= 6 else None)
+    axis.set_xscale("log", base=2)
+    axis.set_xticks([r["bytes"] for r in rows], [format_bytes(r["bytes"]) for r in rows], fontsize=8)
+    axis.minorticks_off()
+    axis.set(xlabel="message size per device", ylabel="bus bandwidth (GB/s)",
+             title=f"Bandwidth by message size, {report['processes']} processes")
+    axis.legend(loc="upper left", fontsize=8)
+    figure.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path)
+    return path

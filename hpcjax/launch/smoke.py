@@ -12,7 +12,7 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from hpcjax.contract import ALL_CHECKS
+from hpcjax.contract import ALL_CHECKS, format_bytes
 from hpcjax.launch.spec import JobSpec
 
 
@@ -101,3 +101,15 @@ def _short(values) -> str:
     unique = sorted(set(values))
     return f"{unique[0]:g}" if len(unique) == 1 else ",".join(f"{v:g}" for v in values)
 
+
+
+def format_pairs(pairs: list[dict]) -> str:
+    """One line per node pair: its bandwidth at the largest message size; '' on one node."""
+    if not pairs:
+        return ""
+    lines = ["bandwidth between nodes (both ways at once, largest message):"]
+    for pair in sorted(pairs, key=lambda p: p["rows"][-1]["busbw_gbps"]):
+        last = pair["rows"][-1]
+        lines.append(f"  {' <-> '.join(pair['nodes'])}: {last['busbw_gbps']:.3f} GB/s at {format_bytes(last['bytes'])}"
+                     + ("" if all(r["correct"] for r in pair["rows"]) else "  WRONG DATA"))
+    return "\n".join(lines) + "\n"

@@ -3,7 +3,8 @@
 devices:   local and global device counts match the layout (seed 002's query scripts).
 allreduce: a sum over every global device equals the global device count everywhere.
 bandwidth: an all-reduce sweep over message sizes with nccl-tests' definitions
-           (algbw = bytes / time, busbw = algbw * 2(n-1)/n, n = devices).
+           (algbw = bytes / time, busbw = algbw * 2(n-1)/n, n = devices), and on
+           several nodes the same sweep between each pair of nodes (rank.pairs).
 
 Each check returns a plain dict (one JSON line per rank with --json); "ok" says
 whether this rank passed.
@@ -13,12 +14,13 @@ from __future__ import annotations
 
 import os
 import socket
-import time
 
 import numpy as np
 
 from hpcjax import contract
+from hpcjax.contract import format_bytes
 from hpcjax.rank.mapping import DistributedEnv
+from hpcjax.rank.pairs import check_pairs, timed
 
 NODE_NAME_VARS = ("SLURMD_NODENAME", contract.NODE_NAME_ENV)  # SLURM's node name; the local backend's
 DEFAULT_SIZES = tuple(4096 * 4 ** i for i in range(8))  # 4 KiB .. 64 MiB per device
@@ -107,34 +109,22 @@ def check_bandwidth(denv: DistributedEnv, sizes=DEFAULT_SIZES, iters: int = 5, w
     rows = []
     for size in sizes:
         x = _global_array(mesh, (1, max(1, size // 4)), 1.0)  # float32: size bytes per device
-        for _ in range(warmup):
-            summed(x).block_until_ready()
-        start = time.perf_counter()
-        for _ in range(iters):
-            out = summed(x)
-        out.block_until_ready()
-        seconds = (time.perf_counter() - start) / iters
+        seconds, out = timed(summed, x, iters, warmup)
         algbw = size / seconds
         # Fast and wrong is not bandwidth: every element of the sum must be n.
         correct = all(bool(np.all(np.asarray(shard.data) == n)) for shard in out.addressable_shards)
         rows.append({"bytes": size, "time_us": seconds * 1e6, "algbw_gbps": algbw / 1e9,
                      "busbw_gbps": bus_bandwidth(algbw, n) / 1e9, "correct": correct})
-    report.update(devices=n, iters=iters, rows=rows,
+    pairs = check_pairs(report["node"], sizes, iters, warmup)
+    report.update(devices=n, iters=iters, rows=rows, pairs=pairs,
                   avg_busbw_gbps=sum(r["busbw_gbps"] for r in rows) / len(rows))
-    report["ok"] = bandwidth_ok(rows)
+    report["ok"] = bandwidth_ok(rows) and all(bandwidth_ok(p["rows"]) for p in pairs)
     return report
 
 
 def bandwidth_ok(rows: list[dict]) -> bool:
     """Every size gave the right sum in a measurable, finite time."""
     return bool(rows) and all(r["correct"] and 0 < r["time_us"] < float("inf") for r in rows)
-
-
-def format_bytes(size: int) -> str:
-    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if size >= scale and size % scale == 0:
-            return f"{size // scale} {unit}"
-    return f"{size} B"
 
 
 def format_report(report: dict) -> str:
@@ -158,4 +148,24 @@ def format_report(report: dict) -> str:
     lines += [f"  {format_bytes(r['bytes']):>10} {r['time_us']:>12.1f} {r['algbw_gbps']:>13.3f} "
               f"{r['busbw_gbps']:>13.3f}" for r in report["rows"]]
     lines.append(f"  average bus bandwidth: {report['avg_busbw_gbps']:.3f} GB/s")
-    return "\n".join(lines)
+    return "\n".join(lines + format_pairs(report.get("pairs", [])))
+
+
+def format_pairs(pairs: list[dict]) -> list[str]:
+    """Bus bandwidth (GB/s) per node pair and message size; the slowest pair at the largest size."""
+    if not pairs:
+        return []
+    sizes = [r["bytes"] for r in pairs[0]["rows"]]
+    width = max(len(" <-> ".join(p["nodes"])) for p in pairs)
+    lines = ["  between nodes, both ways at once (busbw GB/s):",
+             "  " + "pair".ljust(width) + "".join(f"{format_bytes(s):>10}" for s in sizes)]
+    lines += ["  " + " <-> ".join(p["nodes"]).ljust(width)
+              + "".join(f"{r['busbw_gbps']:>10.3f}" if r["correct"] else f"{'WRONG':>10}" for r in p["rows"])
+              for p in pairs]
+    if len(pairs) > 1:
+        at_largest = sorted(pairs, key=lambda p: p["rows"][-1]["busbw_gbps"])
+        median = at_largest[len(at_largest) // 2]["rows"][-1]["busbw_gbps"]
+        slowest = at_largest[0]
+        lines.append(f"  slowest pair at {format_bytes(sizes[-1])}: {' <-> '.join(slowest['nodes'])}, "
+                     f"{slowest['rows'][-1]['busbw_gbps']:.3f} GB/s (median of pairs {median:.3f})")
+    return lines

@@ -18,6 +18,7 @@ from hpcjax.validate import require_choice, require_int, require_number
 STRATEGIES = ("dp", "fsdp", "tp", "fsdp_tp", "hsdp",  # hsdp: FSDP within each node, data parallel across nodes
               "pp", "dp_pp")  # pp: every device a pipeline stage; dp_pp: stages x data-parallel replicas
 PIPELINES = ("pp", "dp_pp")
+PACE_STEPS = 3  # steps each capture of train.pace traces
 
 
 def _option(name: str) -> str:
@@ -80,6 +81,7 @@ class TrainConfig:
     checkpoint_every: int = 50  # steps between checkpoints; 0 = never
     eval_batches: int = 4  # validation batches of batch_size sequences at the end
     log_every: int = 10  # steps between progress lines
+    pace_every: int = 100  # steps between captures that find a slow rank (train.pace); 0: never
     corpus_bytes: int = 4 << 20  # bytes of standard-library source to train on
     peak_tflops: float = 312.0  # per device, for MFU (A100 bfloat16 dense)
     stop_after: int | None = None  # stop after this many steps in this run, as if preempted
@@ -94,7 +96,11 @@ class TrainConfig:
                               "build it with hpcjax.train.ModelConfig(...)")
         require_choice("strategy", self.strategy, STRATEGIES, error=ConfigError)
         _positive(self, ("steps", "batch_size", "accum_steps", "eval_batches", "log_every", "corpus_bytes"))
-        _positive(self, ("warmup_steps", "checkpoint_every", "seed"), minimum=0)
+        _positive(self, ("warmup_steps", "checkpoint_every", "seed", "pace_every"), minimum=0)
+        if 0 < self.pace_every < 2 * PACE_STEPS:
+            raise ConfigError(f"pace_every={self.pace_every} is too short: each capture traces {PACE_STEPS} steps "
+                              f"and the steps between captures are not traced",
+                              f"set --pace-every 0 (never) or at least {2 * PACE_STEPS}, e.g. 100")
         for name in ("tensor_size", "stop_after"):
             if getattr(self, name) is not None:
                 _positive(self, (name,))

@@ -21,11 +21,13 @@ from hpcjax.train.checkpoint import Checkpoints
 from hpcjax.rank import compile_cache
 from hpcjax.train.metrics import RecordWriter
 from hpcjax.train.observe import FirstStep, StepProfiler
+from hpcjax.train.pace import PaceMeter
 from hpcjax.train.pipeline import bubble_fraction
 from hpcjax.train.config import TrainConfig
 from hpcjax.train.shardings import describe_mesh
 from hpcjax.train.step import Trainer, learning_rate, node_of
-from hpcjax.train.stop import StepWatchdog, StopRequest, step_timeout_s
+from hpcjax.train.stop import StepWatchdog, StopRequest, coordination_client, step_timeout_s
+from hpcjax.rank.checks import node_name
 
 
 def say(text: str) -> None:
@@ -74,6 +76,8 @@ def train(cfg: TrainConfig) -> dict:
                           peak_flops=cfg.peak_tflops * 1e12 * jax.device_count(),
                           total_steps=cfg.steps, log_every=cfg.log_every, start_step=start)
     stop, stopped_early = StopRequest(), False
+    pace = PaceMeter(coordination_client(), node_name(), cfg.pace_every, start, cfg.profile_range()) \
+        if jax.process_count() > 1 else None  # which rank the others wait for
     watchdog = StepWatchdog(step_timeout_s(), jax.process_index())
     batches = trainer.batches(corpus, start)
     done = start
@@ -83,8 +87,12 @@ def train(cfg: TrainConfig) -> dict:
             batch = next(batches)
             if step == start:
                 first_step.compile(trainer, state, batch, lr)
+            if pace is not None:
+                pace.before(step)
             with profiler.before(step):
                 state, metrics = trainer.train_step(state, batch, lr)
+            if pace is not None:
+                pace.after(step, metrics)
             if step == start:
                 first_step.ran(metrics)
                 say(first_step.describe())
@@ -93,7 +101,9 @@ def train(cfg: TrainConfig) -> dict:
             watchdog.beat(step)
             done = step + 1
             last_of_run = cfg.stop_after is not None and done - start >= cfg.stop_after
-            warned = stop.agreed(done)  # every step: a warning is honoured at once, not at a checkpoint
+            warned = stop.agreed(done, pace)  # every step: a warning is honoured at once, not at a checkpoint
+            if pace is not None:
+                writer.pace(pace.take())
             at_checkpoint = checkpoints.every > 0 and done % checkpoints.every == 0
             if at_checkpoint or last_of_run or warned or done == cfg.steps:
                 stopped_early = (last_of_run or warned) and done < cfg.steps
@@ -112,6 +122,8 @@ def train(cfg: TrainConfig) -> dict:
         writer.write_event({"step": done, "val_loss": val_loss, "stopped_early": stopped_early})
     finally:
         profiler.close()
+        if pace is not None:
+            pace.close()
         watchdog.close()  # the final evaluation and the last save's wait are not steps
         checkpoints.close()
         writer.close()

@@ -26,6 +26,7 @@ class RecordWriter:
         self.pending: tuple[int, float, dict] | None = None
         self.last_time = time.perf_counter()
         self.history: list[dict] = []
+        self.slow = ""  # train.pace's verdict, said on every progress line while it holds
 
     def __call__(self, step: int, learning_rate: float, metrics: dict) -> None:
         """Queue this step's metrics; write the previous step's (now surely computed)."""
@@ -59,8 +60,16 @@ class RecordWriter:
         if step % self.log_every == 0 or step == self.total_steps - 1:
             print(f"step {step + 1}/{self.total_steps}  loss {record['loss']:.4f}  "
                   f"gnorm {record['grad_norm']:.3f}  lr {learning_rate:.2e}  {seconds * 1000:.1f} ms/step  "
-                  f"{record['tokens_per_s'] / 1000:.1f}k tok/s  mfu {100 * record['mfu']:.3f}%",
-                  file=sys.stderr, flush=True)
+                  f"{record['tokens_per_s'] / 1000:.1f}k tok/s  mfu {100 * record['mfu']:.3f}%"
+                  + (f"  {self.slow}" if self.slow else ""), file=sys.stderr, flush=True)
+
+    def pace(self, record: dict | None) -> None:
+        """A window's record of who waited for whom (train.pace), on process 0."""
+        if record is None or self.file is None:
+            return
+        self.file.write(json.dumps(record) + "\n")
+        self.scalars.add(record["step"], {"others_wait": record["pace"]["others_wait"]})
+        self.slow = record["pace"]["slow"]
 
     def write_event(self, record: dict) -> None:
         if self.file is not None:

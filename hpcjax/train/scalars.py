@@ -16,7 +16,7 @@ DIRECTORY = "tensorboard"
 # metrics.jsonl's names -> TensorBoard's tags (grouped into sections by the prefix)
 TAGS = {"loss": "train/loss", "grad_norm": "train/grad_norm", "learning_rate": "train/learning_rate",
         "step_time_s": "perf/step_time_s", "tokens_per_s": "perf/tokens_per_s", "mfu": "perf/mfu",
-        "val_loss": "eval/val_loss"}
+        "others_wait": "perf/others_wait", "val_loss": "eval/val_loss"}  # others_wait: train.pace
 
 
 class Scalars:

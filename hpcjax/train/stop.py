@@ -54,15 +54,19 @@ class StopRequest:
     def _handle(self, signum, frame) -> None:
         self.requested = True
 
-    def agreed(self, step: int) -> bool:
+    def agreed(self, step: int, pace=None) -> bool:
         """Whether any process was warned by the time it finished `step`; every process
-        calls this after the same steps and gets the same answer."""
+        calls this after the same steps and gets the same answer. `pace` (train.pace)
+        shares its measurements through the same barrier: set before, read after."""
         client = coordination_client() if jax.process_count() > 1 else None
         if client is None:
             return self.requested
         if self.requested:
             client.key_value_set(f"{self.namespace}/{step}/{jax.process_index()}", "1")
+        shared = pace is not None and pace.publish(step)
         client.wait_at_barrier(f"{self.namespace}-{step}", BARRIER_TIMEOUT_MS)
+        if shared:
+            pace.collect(step)
         return bool(client.key_value_dir_get(f"{self.namespace}/{step}/"))
 
     def leave_marker(self, step: int) -> None:
