@@ -188,6 +188,16 @@ def resume_after_failure(backend: str, storage: Path, interrupt) -> None:
     assert result.checkpoint.path == str((run_dir / "checkpoints" / f"checkpoint_{EPOCHS:06d}").resolve())
     attempts = [json.loads(x) for x in (run_dir / session.REPORTS).read_text().splitlines() if "start" in x]
     assert [a["attempt"] for a in attempts] == [1, 2] and attempts[1]["start"] % EVERY == 0 and attempts[1]["start"] > 0
+    # TensorBoard (its own reader): every report once, the replayed ones purged. Imported
+    # here, not at the top: the ranks import this module for its functions.
+    import pytest
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(str(run_dir / "tensorboard"))
+    events.Reload()
+    values = events.Scalars("report/value")
+    assert [e.step for e in values] == list(range(EPOCHS))
+    assert [e.value for e in values] == pytest.approx(expected_counting(1.0), rel=1e-6)
 
 
 def kill_local_rank(job: str, run_dir: Path) -> None:

@@ -98,3 +98,14 @@ def test_pace_lines_give_the_per_rank_plot_and_the_slow_rank(tmp_path, resumed_r
     single = tmp_path / "single.html"
     assert run_hpcjax("report", str(resumed_run), "-o", str(single)).returncode == 0
     assert "not measured" in single.read_text()  # one process: no captures
+
+
+def test_a_resume_that_redoes_no_step_is_marked_too(tmp_path):
+    run_dir = tmp_path / "run"
+    env = {**os.environ, "HPCJAX_GPUS_PER_PROCESS": "1"}
+    for extra in (["--stop-after", "5"], []):  # stops after step 5 with a checkpoint; resumes there
+        done = subprocess.run([sys.executable, "-m", "hpcjax", "train", "--run-dir", str(run_dir), *TINY, *extra],
+                              capture_output=True, text=True, env=env, timeout=300)
+        assert done.returncode == 0, done.stderr[-2000:]
+    assert run_hpcjax("report", str(run_dir)).returncode == 0
+    assert "restarts (resumed at step)</th><td>5<" in (run_dir / "report.html").read_text()

@@ -18,8 +18,8 @@ SHARED = {"hpcjax", "hpcjax.errors", "hpcjax.contract", "hpcjax.validate"}
 STDLIB = set(sys.stdlib_module_names)
 # room -> (what it may import besides the standard library)
 ALLOWED = {
-    "rank": {"jax", "numpy"} | SHARED | {"hpcjax.rank"},
-    "train": {"jax", "numpy", "optax", "orbax", "tensorboardX"} | SHARED | {"hpcjax.rank", "hpcjax.train"},
+    "rank": {"jax", "numpy", "tensorboardX"} | SHARED | {"hpcjax.rank"},  # tensorboardX: optional, lazily
+    "train": {"jax", "numpy", "optax", "orbax"} | SHARED | {"hpcjax.rank", "hpcjax.train"},
     "launch": {"jinja2", "submitit", "packaging", "hpccm", "matplotlib"} | SHARED | {"hpcjax.launch"},
     # The Python API: its caller side builds on launch, its worker on rank; never train.
     "api": {"submitit", "cloudpickle", "numpy"} | SHARED | {"hpcjax.api", "hpcjax.launch", "hpcjax.rank"},

@@ -7,10 +7,12 @@
                                        checkpoint it resumes from), the rest were replayed
     storage_path/name/checkpoint.json  the latest checkpoint: {"path", "attempt", "history"}
     storage_path/name/checkpoints/     copies of checkpoints registered from elsewhere
+    storage_path/name/tensorboard/     every number reported, as report/<name> at step = the
+                                       report's index (rank.scalars; purged past a resume)
 
 Rank side: the worker calls `start` once JAX is initialized. Caller side: `history`,
 `latest_checkpoint`, `next_attempt`. Standard library only (NumPy, lazily, to turn
-array values into numbers).
+array values into numbers; tensorboardX, lazily and if installed, for the scalars).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from hpcjax.errors import UsageError
+from hpcjax.rank.scalars import Scalars
 
 REPORTS = "reports.jsonl"
 CHECKPOINT = "checkpoint.json"
@@ -92,7 +95,7 @@ class Context:
 
 
 _context: Context | None = None
-_state = {"history": 0, "checkpoint": None}
+_state = {"history": 0, "checkpoint": None, "scalars": None}
 
 
 def start(context: Context) -> None:
@@ -106,6 +109,7 @@ def start(context: Context) -> None:
     _state["history"] = _read_json(Path(context.run_dir) / CHECKPOINT).get("history", 0) if latest else 0
     if context.world_rank == 0:
         _append(Path(context.run_dir) / REPORTS, {"attempt": context.attempt, "start": _state["history"]})
+        _state["scalars"] = Scalars(Path(context.run_dir), start_step=_state["history"])
 
 
 def get_context() -> Context:
@@ -140,6 +144,9 @@ def report(metrics: dict, checkpoint: Checkpoint | str | os.PathLike | None = No
         return
     run_dir = Path(context.run_dir)
     _append(run_dir / REPORTS, {"attempt": context.attempt, "metrics": plain})
+    if _state["scalars"] is not None:
+        _state["scalars"].add(_state["history"], plain)
+        _state["scalars"].flush()  # a report is rare and the process may end right after it
     _state["history"] += 1
     if path is not None:
         if run_dir.resolve() not in path.parents:

@@ -2,8 +2,9 @@
 the fact from what the run wrote (metrics.jsonl, config.json, checkpoints/), with PNG
 plots beside it (drawn with matplotlib, embedded in the page too).
 
-Restarts are found in the record itself: a resumed run's first step is not after the
-previous line's. A half-written last line (a killed run) is skipped and said so.
+Restarts are found in the record itself: each run writes a line saying where it started
+and whether it resumed (older runs: a step that comes again). A half-written last line
+(a killed run) is skipped and said so.
 A multi-process run's "pace" lines (train.pace: each rank's time working and waiting in
 collectives, from short profiler captures) give the per-rank view and the slow rank.
 """
@@ -51,9 +52,11 @@ def read_run(run_dir: Path) -> RunRecord:
         except ValueError:
             record.problems.append(f"line {number} of {path.name} is cut short (a killed run?); skipped")
             continue
-        if "loss" in entry:
-            if entry["step"] <= last:
-                record.restarts.append(entry["step"])
+        if entry.get("run_started") and entry.get("resumed") and entry["step"] not in record.restarts:
+            record.restarts.append(entry["step"])  # runs since this version say where they resumed
+        elif "loss" in entry:
+            if entry["step"] <= last and entry["step"] not in record.restarts:
+                record.restarts.append(entry["step"])  # older runs: found by a step that comes again
             by_step[entry["step"]] = entry  # a step redone after a restart: the later line counts
             last = entry["step"]
         elif entry.get("val_loss") is not None:

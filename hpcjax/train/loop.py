@@ -75,6 +75,8 @@ def train(cfg: TrainConfig) -> dict:
                           flops_per_step=cfg.model.flops_per_token() * tokens_per_step,
                           peak_flops=cfg.peak_tflops * 1e12 * jax.device_count(),
                           total_steps=cfg.steps, log_every=cfg.log_every, start_step=start)
+    # Marks where each run began, so a report shows a resume that redid no step too.
+    writer.write_event({"step": start, "run_started": True, "resumed": latest is not None})
     stop, stopped_early = StopRequest(), False
     pace = PaceMeter(coordination_client(), node_name(), cfg.pace_every, start, cfg.profile_range()) \
         if jax.process_count() > 1 else None  # which rank the others wait for
@@ -91,13 +93,13 @@ def train(cfg: TrainConfig) -> dict:
                 pace.before(step)
             with profiler.before(step):
                 state, metrics = trainer.train_step(state, batch, lr)
-            if pace is not None:
-                pace.after(step, metrics)
             if step == start:
                 first_step.ran(metrics)
                 say(first_step.describe())
             profiler.after(step, metrics)
             writer(step, lr, metrics)  # waits for the previous step's metrics: it has finished
+            if pace is not None:  # after the writer: its clock sees a capture's wait as this step's
+                pace.after(step, metrics)
             watchdog.beat(step)
             done = step + 1
             last_of_run = cfg.stop_after is not None and done - start >= cfg.stop_after

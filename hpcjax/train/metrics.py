@@ -1,6 +1,6 @@
 """The cookbook's record writer: a step's metrics are read only after the next
 step has been dispatched, so the host never waits for the devices inside the
-training loop. Writes JSON lines into the run directory, TensorBoard scalars (train.scalars)
+training loop. Writes JSON lines into the run directory, TensorBoard scalars (rank.scalars)
 and a progress line on stderr, all on process 0 only.
 """
 
@@ -13,14 +13,19 @@ from pathlib import Path
 
 import jax
 
-from hpcjax.train.scalars import Scalars
+from hpcjax.rank.scalars import Scalars
+
+# metrics.jsonl's names -> TensorBoard's tags (grouped into sections by the prefix)
+TAGS = {"loss": "train/loss", "grad_norm": "train/grad_norm", "learning_rate": "train/learning_rate",
+        "step_time_s": "perf/step_time_s", "tokens_per_s": "perf/tokens_per_s", "mfu": "perf/mfu",
+        "others_wait": "perf/others_wait", "val_loss": "eval/val_loss"}  # others_wait: train.pace
 
 
 class RecordWriter:
     def __init__(self, path: Path | None, *, tokens_per_step: int, flops_per_step: float, peak_flops: float,
                  total_steps: int, log_every: int, start_step: int = 0) -> None:
         self.file = open(path, "a") if path is not None else None  # None: not process 0
-        self.scalars = Scalars(path.parent if path is not None else None, start_step)
+        self.scalars = Scalars(path.parent if path is not None else None, start_step, TAGS)
         self.tokens_per_step, self.flops_per_step = tokens_per_step, flops_per_step
         self.peak_flops, self.total_steps, self.log_every = peak_flops, total_steps, max(1, log_every)
         self.pending: tuple[int, float, dict] | None = None
