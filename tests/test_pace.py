@@ -38,6 +38,12 @@ def test_gpu_traces_count_each_device_planes_ops_once():
     assert collective_seconds(kernels, local_devices=2) == pytest.approx(0.020)
 
 
+def test_a_gpu_trace_without_device_planes_is_refused_not_misread():
+    host_only = [("/host:CPU", "tf_XLAPjRtGpuClient/1", "all-reduce", 9 * MS)]
+    with pytest.raises(ValueError, match="no gpu device activity"):
+        collective_seconds(host_only, local_devices=1, platform="gpu")
+
+
 def test_the_rank_that_waits_least_is_the_one_the_others_waited_for():
     assert judge_capture([0.70, 0.45, 0.72, 0.68]) == (1, pytest.approx(0.70 - 0.45))
     assert judge_capture([0.40, 0.38]) == (1, pytest.approx(0.02))

@@ -41,13 +41,17 @@ COLLECTIVE = re.compile(r"^%?(all-reduce|all-gather|reduce-scatter|collective-pe
                         r"ragged-all-to-all|collective-broadcast|nccl)", re.IGNORECASE)
 
 
-def collective_seconds(events, local_devices: int) -> float:
+def collective_seconds(events, local_devices: int, platform: str = "cpu") -> float:
     """Seconds per device spent in collectives, from (plane, line, name, duration_ns)
     events of one process's trace. A GPU or TPU has a plane per device (its "XLA Ops"
     line when there is one, so kernels are not counted twice); on CPU, XLA's thread
     pools' lines of the host plane hold the ops of every local device."""
     events = list(events)
     devices = {plane for plane, _, _, _ in events if plane.startswith("/device:")}
+    if not devices and platform != "cpu":
+        # The host's lines hold only kernel launches then: their times would say nothing.
+        raise ValueError(f"the trace has no {platform} device activity (on NVIDIA GPUs the profiler needs "
+                         f"CUPTI and, in many sites, the permission to use it)")
     if devices:
         ops_lines = {(p, line) for p, line, _, _ in events if p in devices and line == "XLA Ops"}
         chosen = [e for e in events if e[0] in devices and ((e[0], e[1]) in ops_lines
@@ -127,6 +131,7 @@ class PaceMeter:
         self.avoid = avoid  # the user's own profiler range: one trace at a time
         self.process, self.processes = jax.process_index(), jax.process_count()
         self.judge, self.record, self.mine = Judge(), None, None
+        self.said: set[str] = set()  # the reasons a capture failed, said once each
         self.trace_dir: Path | None = None
         self.began, self.failure = 0.0, None
 
@@ -156,7 +161,8 @@ class PaceMeter:
         traced_s = time.perf_counter() - self.began
         try:
             jax.profiler.stop_trace()
-            collective_s = collective_seconds(read_trace(self.trace_dir), jax.local_device_count())
+            collective_s = collective_seconds(read_trace(self.trace_dir), jax.local_device_count(),
+                                              jax.devices()[0].platform)
             self.mine = {"collective_s": collective_s, "traced_s": traced_s}
         except Exception as error:  # a trace it cannot read is no reason to stop training
             self.mine = {"error": f"unreadable trace: {error}"}
@@ -190,8 +196,10 @@ class PaceMeter:
         ranks = [entries.get(str(r), {"error": "no capture shared", "host": "?"}) for r in range(self.processes)]
         errors = sorted({r["error"] for r in ranks if "error" in r})
         if errors:
-            print(f"hpcjax: which rank is slow is unknown after step {step}: {'; '.join(errors)}",
-                  file=sys.stderr, flush=True)
+            if set(errors) - self.said:  # each reason once, not every interval
+                print(f"hpcjax: which rank is slow is unknown after step {step}: {'; '.join(errors)}",
+                      file=sys.stderr, flush=True)
+                self.said |= set(errors)
             return
         shares = [r["collective_s"] / r["traced_s"] for r in ranks]
         hosts = [r["host"] for r in ranks]
