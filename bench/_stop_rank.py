@@ -15,7 +15,7 @@ from jax.experimental import multihost_utils
 from hpcjax.rank.runtime import initialize
 from hpcjax.train import TrainConfig, data
 from hpcjax.train.model import ModelConfig
-from hpcjax.train.step import Trainer
+from hpcjax.train.step import build_program
 from hpcjax.train.stop import StopRequest
 
 STEPS, ROUNDS = int(sys.argv[1]), int(sys.argv[2])
@@ -29,10 +29,9 @@ def main() -> None:
     initialize()
     cfg = TrainConfig(model=ModelConfig(seq_len=64, d_model=128, heads=8, layers=2, d_ff=512),
                       batch_size=32, steps=10_000, corpus_bytes=1 << 20)
-    trainer = Trainer(cfg)
+    program, state = build_program(cfg)
     tokens, _ = data.load_corpus(cfg.corpus_bytes)
-    batches = trainer.batches(data.Batches(tokens, cfg.model.seq_len, cfg.batch_size, 0), 0)
-    state = trainer.init_state()
+    batches = program.batches(data.Batches(tokens, cfg.model.seq_len, cfg.batch_size, 0), 0)
     stop = StopRequest(namespace="bench/stop")
     checks = {"none": lambda step: False, "barrier (hpcjax)": stop.agreed, "device all-gather": allgather_check}
     times = {name: [] for name in checks}
@@ -42,7 +41,7 @@ def main() -> None:
             previous = None
             start = time.perf_counter()
             for _ in range(STEPS):
-                state, metrics = trainer.train_step(state, next(batches), 1e-3)
+                state, metrics = program.train_step(state, next(batches), 1e-3)
                 if previous is not None:
                     jax.device_get(previous)  # the loop reads metrics one step late
                 previous = metrics

@@ -27,21 +27,20 @@ from hpcjax.rank.runtime import initialize  # noqa: E402
 from hpcjax.train import TrainConfig, data  # noqa: E402
 from hpcjax.train.model import ModelConfig  # noqa: E402
 from hpcjax.train.pipeline import bubble_fraction  # noqa: E402
-from hpcjax.train.step import Trainer  # noqa: E402
+from hpcjax.train.step import build_program  # noqa: E402
 
 MODEL = ModelConfig(seq_len=64, d_model=128, heads=8, layers=4, d_ff=512)
 
 
 def seconds_per_step(cfg: TrainConfig, steps: int) -> float:
-    trainer = Trainer(cfg)
-    state = trainer.init_state()
+    program, state = build_program(cfg)
     tokens, _ = data.load_corpus(cfg.corpus_bytes)
-    batches = trainer.batches(data.Batches(tokens, cfg.model.seq_len, cfg.batch_size, cfg.seed), 0)
-    state, metrics = trainer.train_step(state, next(batches), 1e-3)  # compile and warm
+    batches = program.batches(data.Batches(tokens, cfg.model.seq_len, cfg.batch_size, cfg.seed), 0)
+    state, metrics = program.train_step(state, next(batches), 1e-3)  # compile and warm
     jax.device_get(metrics)
     start = time.perf_counter()
     for _ in range(steps):
-        state, metrics = trainer.train_step(state, next(batches), 1e-3)
+        state, metrics = program.train_step(state, next(batches), 1e-3)
     jax.device_get(metrics)
     return (time.perf_counter() - start) / steps
 

@@ -31,7 +31,7 @@ from hpcjax.train import data  # noqa: E402
 from hpcjax.train.model import ModelConfig  # noqa: E402
 from hpcjax.rank.runtime import initialize  # noqa: E402
 from hpcjax.train import TrainConfig  # noqa: E402
-from hpcjax.train.step import Trainer  # noqa: E402
+from hpcjax.train.step import StepProgram, build_program  # noqa: E402
 
 MODEL = ModelConfig(seq_len=128, d_model=128, heads=8, layers=2, d_ff=512)
 
@@ -50,12 +50,12 @@ def matmul_peak(size: int = 1024, reps: int = 10) -> float:
     return reps * jax.device_count() * 2 * size ** 3 / (time.perf_counter() - start)
 
 
-def loop_seconds_per_step(trainer: Trainer, state, batches, steps: int, lr: float):
+def loop_seconds_per_step(program: StepProgram, state, batches, steps: int, lr: float):
     """As in the training loop: dispatch, read the previous step's metrics."""
     previous = None
     start = time.perf_counter()
     for _ in range(steps):
-        state, metrics = trainer.train_step(state, next(batches), lr)
+        state, metrics = program.train_step(state, next(batches), lr)
         if previous is not None:
             jax.device_get(previous)
         previous = metrics
@@ -63,14 +63,14 @@ def loop_seconds_per_step(trainer: Trainer, state, batches, steps: int, lr: floa
     return (time.perf_counter() - start) / steps, state
 
 
-def fused_seconds_per_step(trainer: Trainer, state, batches, steps: int, lr: float):
+def fused_seconds_per_step(program: StepProgram, state, batches, steps: int, lr: float):
     """The same steps under one jit with lax.scan: no host between steps."""
     stacked = jax.tree.map(lambda *xs: jnp.stack(xs), *[next(batches) for _ in range(steps)])
 
     def many(state, stacked):
-        return jax.lax.scan(lambda s, b: trainer._train_step(s, b, lr), state, stacked)
+        return jax.lax.scan(lambda s, b: program.step(s, b, lr), state, stacked)
 
-    many = jax.jit(many, donate_argnums=0, out_shardings=(trainer.state_shardings, trainer.replicated))
+    many = jax.jit(many, donate_argnums=0, out_shardings=(program.state_shardings, program.replicated))
 
     state, _ = many(state, stacked)  # compile and warm
     jax.block_until_ready(state)
@@ -92,15 +92,14 @@ def main() -> None:
           f"{'loop/fused':>11} {'placed/fused':>13} {'MFU':>7}")
     for strategy in ("dp", "fsdp", "tp", "fsdp_tp"):
         cfg = TrainConfig(model=MODEL, strategy=strategy, batch_size=32, steps=steps)
-        trainer = Trainer(cfg)
-        batches = trainer.batches(data.Batches(train_tokens, MODEL.seq_len, cfg.batch_size, 0), 0)
-        state = trainer.init_state()
-        _, state = loop_seconds_per_step(trainer, state, batches, 3, 1e-3)  # compile and warm
-        loop_s, state = loop_seconds_per_step(trainer, state, batches, steps, 1e-3)
+        program, state = build_program(cfg)
+        batches = program.batches(data.Batches(train_tokens, MODEL.seq_len, cfg.batch_size, 0), 0)
+        _, state = loop_seconds_per_step(program, state, batches, 3, 1e-3)  # compile and warm
+        loop_s, state = loop_seconds_per_step(program, state, batches, steps, 1e-3)
         placed = [next(batches) for _ in range(steps)]  # the same loop without data loading
         jax.block_until_ready(placed)
-        placed_s, state = loop_seconds_per_step(trainer, state, iter(placed), steps, 1e-3)
-        fused_s, state = fused_seconds_per_step(trainer, state, batches, steps, 1e-3)
+        placed_s, state = loop_seconds_per_step(program, state, iter(placed), steps, 1e-3)
+        fused_s, state = fused_seconds_per_step(program, state, batches, steps, 1e-3)
         tokens = cfg.batch_size * MODEL.seq_len
         mfu = MODEL.flops_per_token() * tokens / loop_s / peak
         print(f"{strategy:<9} {tokens / loop_s:>10.0f} {loop_s * 1e3:>13.1f} {placed_s * 1e3:>15.1f} "

@@ -1,10 +1,15 @@
 """hpcjax: take a JAX training job from a laptop to a SLURM GPU cluster.
 
-Three rooms, by where the code runs (docs/architecture.md):
-  hpcjax.launch  the login node: job spec, rendered script, backends, the Run handle
-  hpcjax.rank    every rank: environment mapping, roll call, JAX initialization, checks
-  hpcjax.train   the training program
-  hpcjax.api     the Python API: Trainer (Ray Train's names), @remote, report, Data
+Rooms, by where the code runs and what it owns (docs/architecture.md):
+  hpcjax.launch      the login node or a laptop: job spec, rendered script, backends, the Run handle
+  hpcjax.containers  one class per container runtime; image recipes
+  hpcjax.hosts       where SLURM's commands run: this machine (a login node over SSH next)
+  hpcjax.catalog     what hpcjax remembers of the jobs it submitted
+  hpcjax.report      pages and plots about runs
+  hpcjax.rank        every rank: environment mapping, roll call, JAX initialization, checks
+  hpcjax.train       the training program
+  hpcjax.api         the Python API: Trainer (Ray Train's names), @remote, report, Data
+  hpcjax.cli         the command line
 Importing hpcjax imports none of them; the names below load their room when used.
 """
 
@@ -13,6 +18,7 @@ __version__ = "0.1.0"
 _LAZY = {
     "initialize": ("hpcjax.rank.runtime", "initialize"),
     "submit": ("hpcjax.launch", "submit"),
+    "submit_array": ("hpcjax.launch", "submit_array"),
     "attach": ("hpcjax.launch", "attach"),
     "JobSpec": ("hpcjax.launch.spec", "JobSpec"),
     "Layout": ("hpcjax.launch.spec", "Layout"),

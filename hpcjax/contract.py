@@ -9,7 +9,10 @@ only: this module is imported in every room, including inside bare JAX images.
 
 from __future__ import annotations
 
+import os
 import re
+import socket
+from dataclasses import dataclass
 from pathlib import Path
 
 # The layout, exported to every rank: N nodes, G GPUs per node, K GPUs per process.
@@ -20,6 +23,12 @@ LAYOUT_ENV = (NODES_ENV, GPUS_PER_NODE_ENV, GPUS_PER_PROCESS_ENV)
 # Set by the local backend: its ranks run on the CPU, and name the node they emulate.
 PLATFORM_ENV = "HPCJAX_PLATFORM"
 NODE_NAME_ENV = "HPCJAX_NODE_NAME"
+# A node's name as the job followers know it: SLURM's, else the local backend's.
+NODE_NAME_VARS = ("SLURMD_NODENAME", NODE_NAME_ENV)
+# The job's log directory, absolute, as the batch script resolved it (containers bind it).
+LOG_DIR_ENV = "HPCJAX_LOG_DIR"
+# JAX's persistent compilation cache of any program using hpcjax's initialize.
+COMPILE_CACHE_ENV = "HPCJAX_COMPILE_CACHE"
 
 DEFAULT_OUTPUT_DIR = "hpcjax-logs"  # per-rank logs, relative to the job's working directory
 DEFAULT_RUN_DIR = "hpcjax-run"  # checkpoints and metrics of `hpcjax train`
@@ -60,10 +69,67 @@ PORT_BASE, PORT_JOBS, PORT_STEPS = 10000, 1400, 16
 ALL_CHECKS = ("devices", "allreduce")
 
 
+@dataclass(frozen=True, kw_only=True)
+class Layout:
+    """N nodes, G GPUs per node, K GPUs per process, and what follows from them: the one
+    place the arithmetic lives (launch.spec.Layout adds validation; the rank side and the
+    job followers read a layout back from the environment or a job record)."""
+
+    nodes: int = 1
+    gpus_per_node: int = 1
+    gpus_per_process: int = 1  # 1: one process per GPU; == gpus_per_node: one per node
+
+    @property
+    def tasks_per_node(self) -> int:
+        return self.gpus_per_node // self.gpus_per_process
+
+    @property
+    def num_processes(self) -> int:
+        return self.nodes * self.tasks_per_node
+
+    @property
+    def total_gpus(self) -> int:
+        return self.nodes * self.gpus_per_node
+
+    @property
+    def name(self) -> str:
+        """The seed's naming: G<total gpus>N<nodes>p<processes>."""
+        return f"G{self.total_gpus}N{self.nodes}p{self.num_processes}"
+
+    def node_of(self, rank: int) -> int:
+        """The node index of a rank: srun and the local backend place ranks in blocks."""
+        return rank // max(1, self.tasks_per_node)
+
+    def env(self) -> dict[str, str]:
+        """The variables that tell every rank the layout hpcjax rendered."""
+        return layout_env(self.nodes, self.gpus_per_node, self.gpus_per_process)
+
+    def as_dict(self) -> dict[str, int]:
+        return {"nodes": self.nodes, "gpus_per_node": self.gpus_per_node, "gpus_per_process": self.gpus_per_process}
+
+    @classmethod
+    def from_dict(cls, values: dict) -> "Layout":
+        """A layout as a job record keeps it (missing keys: 1)."""
+        return Layout(**{k: int(values.get(k, 1) or 1) for k in ("nodes", "gpus_per_node", "gpus_per_process")})
+
+    @classmethod
+    def from_env(cls, environ=os.environ) -> "Layout | None":
+        """The layout the script exported, or None when a variable is missing or not a positive number."""
+        values = [environ.get(name, "") for name in LAYOUT_ENV]
+        if not all(v.isdigit() and int(v) > 0 for v in values):
+            return None
+        return Layout(nodes=int(values[0]), gpus_per_node=int(values[1]), gpus_per_process=int(values[2]))
+
+
 def layout_env(nodes: int, gpus_per_node: int, gpus_per_process: int) -> dict[str, str]:
     """The variables that tell every rank the layout hpcjax rendered."""
     return {NODES_ENV: str(nodes), GPUS_PER_NODE_ENV: str(gpus_per_node),
             GPUS_PER_PROCESS_ENV: str(gpus_per_process)}
+
+
+def node_name(environ=os.environ) -> str:
+    """This process's node as `hpcjax status` and the failure report name it."""
+    return next((environ[v] for v in NODE_NAME_VARS if environ.get(v)), socket.gethostname())
 
 
 def derived_port(job: int, step: int) -> int:
@@ -78,11 +144,6 @@ def derived_port_shell(job: str = "SLURM_JOB_ID", step: str = "SLURM_STEP_ID") -
 def jax_local_device_ids(gpus_per_process: int) -> str:
     """JAX_LOCAL_DEVICE_IDS for a task bound to its own K GPUs: CUDA numbers them 0..K-1."""
     return ",".join(str(i) for i in range(gpus_per_process))
-
-
-# Apptainer and Singularity pass a variable under these prefixes into the container
-# even with --cleanenv, without the prefix.
-CLEANENV_PREFIXES = {"apptainer": ("APPTAINERENV_",), "singularity": ("SINGULARITYENV_", "APPTAINERENV_")}
 
 
 def coordinator_wrapper(prefixes: tuple[str, ...] = (), passed: tuple[str, ...] = (),
@@ -144,9 +205,9 @@ def rank_of_log(name: str, job_id: str) -> int | None:
     return int(match.group(1)) if match else None
 
 
-def local_node_name(rank: int, tasks_per_node: int) -> str:
+def local_node_name(rank: int, layout: Layout) -> str:
     """The node a rank of the local backend stands for: block placement, as srun's."""
-    return f"local{rank // tasks_per_node}"
+    return f"local{layout.node_of(rank)}"
 
 
 def clamp_exit_code(code: int | None) -> int:

@@ -28,3 +28,15 @@ def require_number(name: str, value: object, hint: str, *, above: float | None =
 def require_choice(name: str, value: object, choices: tuple[str, ...], error=UsageError) -> None:
     if value not in choices:
         raise error(f"unknown {name} {value!r}", f"valid values: {', '.join(choices)}")
+
+
+def require_text(name: str, value: object, *, spaces: bool = True, error=UsageError) -> None:
+    """A non-empty string that quoting can carry into an #SBATCH line or argv: no control
+    characters (newline, tab, ...); with spaces=False, no space either (SLURM names)."""
+    if not isinstance(value, str) or not value:
+        raise error(f"{name} must be a non-empty string, got {value!r}", f"give {name} a value or leave it out")
+    if any(ord(c) < 32 or ord(c) == 127 for c in value):
+        raise error(f"{name} contains a control character (newline, tab, ...): {value!r}",
+                    f"write {name} on one line without control characters")
+    if not spaces and " " in value:
+        raise error(f"{name} contains a space: {value!r}", f"SLURM {name} names never contain spaces; check the spelling")

@@ -29,4 +29,10 @@ export SLURM_CONF=${SLURM_CONF:-${HPCJAX_DEVCLUSTER_DIR:-/var/lib/hpcjax-devclus
 # minute the first time).
 HPCJAX_TEST_IMAGE=$(bash containers/charliecloud-image.sh)
 export HPCJAX_TEST_IMAGE
-exec python3 -m pytest -ra "$@"
+# Three workers: the cluster and container tests in two groups (tests/conftest.py), so at most
+# two share the dev cluster; the rest spread over all three; then the few tests that need an
+# idle machine or the whole cluster, alone.
+status=0
+python3 -m pytest -ra -n 3 --dist loadgroup -m "not serial" "$@" || status=$?
+python3 -m pytest -ra -m serial "$@" || { rc=$?; [ "$rc" -eq 5 ] || status=$rc; }  # 5: none selected
+exit "$status"

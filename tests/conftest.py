@@ -1,5 +1,24 @@
-"""Shared fixtures. Tests marked `cluster` need the dev cluster (slurm/devcluster/up.sh);
-the project's test command starts it, so they run, never skip, in CI."""
+"""Shared fixtures, helpers and the test tiers.
+
+Tiers, by what a test needs (`-m TIER`; README "Development" has the commands):
+  pure       Python alone: no JAX, no cluster, no container (every test not marked otherwise)
+  jax        JAX on this machine (in the test, or in the processes it starts), or a package build
+             and install (`pytest.mark.jax`)
+  cluster    the dev cluster (slurm/devcluster/up.sh): marked by using the `slurm_cluster` fixture
+  container  the Charliecloud test image: marked by using the `charliecloud_image` fixture
+The project's test command starts the cluster and builds the image, so every tier runs in CI;
+a cluster test fails, never skips, when the cluster is down.
+
+Running in parallel (scripts/test.sh: `-n 3 --dist loadgroup`): the cluster and container
+tests are in two xdist groups by file (CLUSTER_GROUPS, balanced by their measured time), so
+at most two of them share the dev cluster at once, each group in order on one worker, while
+the rest spread over the workers. Tests whose verdict needs an idle machine or the whole
+cluster (`pytest.mark.serial`: who waits for whom, in seconds; stopping slurmdbd) are left
+out of that run and run alone after it.
+
+Tests live in folders that mirror hpcjax's rooms; helpers shared across folders are here and
+in the modules beside this file (support, api/api_cases, train/straggler).
+"""
 
 from __future__ import annotations
 
@@ -11,8 +30,74 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
+TESTS = Path(__file__).resolve().parent
+REPO = TESTS.parent
+DATA_DIR = TESTS / "data"
+STANDINS = TESTS / "standins"
 DEVCLUSTER_CONF = Path(os.environ.get("HPCJAX_DEVCLUSTER_DIR", "/var/lib/hpcjax-devcluster")) / "etc/slurm.conf"
+TIERS = ("pure", "jax", "cluster", "container")
+# Cluster test files -> the xdist group they run in (scripts/test.sh); each group's files run
+# one test at a time. Balanced by the seconds each file took in a parallel run (in brackets).
+CLUSTER_GROUPS = {
+    "cluster-a": ("test_failures_cluster", "test_api_cluster", "test_triage_cluster",  # 368, 143, 101
+                  "test_plain_jax_cluster", "test_runtime_cluster", "test_run_cluster"),  # 71, 61, 16
+    "cluster-b": ("test_train_cluster", "test_containers_cluster", "test_train_scale_cluster",  # 205, 178, 121
+                  "test_submit_cluster", "test_pipeline_cluster", "test_scalars_cluster"),  # 98, 96, 41
+}
+for helpers in (TESTS, TESTS / "api", TESTS / "train"):  # support, api_cases, straggler from any folder
+    if str(helpers) not in sys.path:
+        sys.path.insert(0, str(helpers))
+
+
+def pytest_configure(config):
+    for tier, what in (("pure", "Python alone: no JAX, cluster or container (the default)"),
+                       ("jax", "runs JAX on this machine"), ("container", "needs the Charliecloud test image"),
+                       ("serial", "measures timing on an idle machine: run alone, not beside other tests")):
+        config.addinivalue_line("markers", f"{tier}: {what}")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Mark each test with its tier: from the fixtures it uses, else its own marks, else pure."""
+    for item in items:
+        fixtures = set(getattr(item, "fixturenames", ()))
+        if "charliecloud_image" in fixtures:
+            item.add_marker(pytest.mark.container)
+        if fixtures & {"slurm_cluster", "shared_storage"}:
+            item.add_marker(pytest.mark.cluster)
+        if item.get_closest_marker("cluster") or item.get_closest_marker("container"):
+            item.add_marker(pytest.mark.xdist_group(cluster_group(item.path.stem)))
+        if not any(item.get_closest_marker(t) for t in TIERS[1:]):
+            item.add_marker(pytest.mark.pure)
+
+
+def cluster_group(stem: str) -> str:
+    """A file's group; a file not listed joins the first (a new file: list it where it balances)."""
+    return next((group for group, stems in CLUSTER_GROUPS.items() if stem in stems), "cluster-a")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def shared_compile_cache(tmp_path_factory):
+    """One JAX compilation cache for every JAX program of this test session (hpcjax train's
+    `auto`, the API's workers, checks): the same small programs compile in many tests, and
+    compiling is most of their CPU time. Fresh per session (under pytest's base temporary
+    directory, shared by the xdist workers), so no run starts from an earlier run's cache.
+    Tests of the cache itself name their own directory or take this one away."""
+    from hpcjax.contract import COMPILE_CACHE_ENV
+
+    base = tmp_path_factory.getbasetemp()
+    root = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    if not os.environ.get(COMPILE_CACHE_ENV):
+        os.environ[COMPILE_CACHE_ENV] = str(root / "compile-cache")
+    yield os.environ[COMPILE_CACHE_ENV]
+
+
+@pytest.fixture(autouse=True)
+def no_shared_cache_in_containers(request, monkeypatch):
+    """A container sees only the directories bound into it: its jobs run without the session's cache."""
+    if request.node.get_closest_marker("container"):
+        from hpcjax.contract import COMPILE_CACHE_ENV
+
+        monkeypatch.delenv(COMPILE_CACHE_ENV, raising=False)
 
 
 @pytest.fixture

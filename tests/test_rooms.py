@@ -4,6 +4,7 @@ but JAX and NumPy; and the rank side really runs in a venv holding only those.""
 
 import ast
 import os
+import shutil
 import subprocess
 import sys
 import venv
@@ -14,17 +15,25 @@ import pytest
 from conftest import REPO
 
 PACKAGE = REPO / "hpcjax"
-SHARED = {"hpcjax", "hpcjax.errors", "hpcjax.contract", "hpcjax.validate"}
+SHARED = {"hpcjax", "hpcjax.errors", "hpcjax.contract", "hpcjax.validate", "hpcjax.rundir"}
 STDLIB = set(sys.stdlib_module_names)
+# The container runtimes' table: standard library only, so the rank side may read it.
+RUNTIME_TABLE = {"hpcjax.containers.runtime", "hpcjax.containers.binds", "hpcjax.containers.runtimes"}
 # room -> (what it may import besides the standard library)
 ALLOWED = {
-    "rank": {"jax", "numpy", "tensorboardX"} | SHARED | {"hpcjax.rank"},  # tensorboardX: optional, lazily
+    "rank": {"jax", "numpy", "tensorboardX"} | SHARED | {"hpcjax.rank", "hpcjax.containers.runtime"},
     "train": {"jax", "numpy", "optax", "orbax"} | SHARED | {"hpcjax.rank", "hpcjax.train"},
-    "launch": {"jinja2", "submitit", "packaging", "hpccm", "matplotlib"} | SHARED | {"hpcjax.launch"},
+    "launch": {"jinja2", "submitit"} | SHARED | {"hpcjax.launch", "hpcjax.containers", "hpcjax.hosts",
+                                                 "hpcjax.catalog"},
+    "containers": {"hpccm", "packaging"} | SHARED | {"hpcjax.containers"},  # hpccm, packaging: recipes only
+    "hosts": SHARED | {"hpcjax.hosts"},
+    "catalog": SHARED | {"hpcjax.catalog"},
+    "report": {"matplotlib"} | SHARED | {"hpcjax.report"},
     # The Python API: its caller side builds on launch, its worker on rank; never train.
     "api": {"submitit", "cloudpickle", "numpy"} | SHARED | {"hpcjax.api", "hpcjax.launch", "hpcjax.rank"},
-    "shared": set(),  # errors, contract, validate: the standard library only (and each other)
+    "shared": set(),  # errors, contract, validate, rundir: the standard library only (and each other)
 }
+ROOMS = ("rank", "train", "launch", "containers", "hosts", "catalog", "report", "api")
 
 
 def imports_of(path: Path) -> set[str]:
@@ -50,11 +59,17 @@ def allowed(module: str, room: str) -> bool:
 
 
 def room_files():
-    for room in ("rank", "train", "launch", "api"):
-        for path in sorted((PACKAGE / room).glob("*.py")):
+    for room in ROOMS:
+        for path in sorted((PACKAGE / room).rglob("*.py")):
             yield room, path
-    for name in ("errors", "contract", "validate"):
+    for name in ("errors", "contract", "validate", "rundir"):
         yield "shared", PACKAGE / f"{name}.py"
+
+
+def test_every_module_belongs_to_a_room():
+    """A new room (a folder of hpcjax/) must be given its import rules here."""
+    rooms = {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").is_file()}
+    assert rooms <= set(ROOMS) | {"cli", "templates"}, rooms - set(ROOMS)
 
 
 @pytest.mark.parametrize("room, path", list(room_files()), ids=lambda v: str(v).split("hpcjax/")[-1])
@@ -65,6 +80,16 @@ def test_each_room_imports_only_what_it_may(room, path):
 
 # The API's rank side runs inside the job's image: no jinja2 there, so no launch code.
 API_RANK_SIDE = ("worker.py", "session.py", "folder.py")
+
+
+def test_the_runtime_table_needs_only_the_standard_library():
+    """The rank side asks the table which container it runs in, inside any JAX image."""
+    table = [PACKAGE / "containers" / "runtime.py", PACKAGE / "containers" / "binds.py",
+             *sorted((PACKAGE / "containers" / "runtimes").glob("*.py"))]
+    for path in table:
+        bad = sorted(m for m in imports_of(path) if not allowed(m, "shared")
+                     and not any(m == t or m.startswith(t + ".") for t in RUNTIME_TABLE))
+        assert not bad, f"{path.relative_to(REPO)} imports {bad}"
 
 
 @pytest.mark.parametrize("name", API_RANK_SIDE)
@@ -80,17 +105,24 @@ def test_no_module_is_over_300_lines():
 
 
 @pytest.fixture(scope="module")
-def bare_jax_venv(tmp_path_factory):
-    """A virtual environment with jax and numpy from PyPI and nothing else (no hpcjax)."""
-    where = tmp_path_factory.mktemp("bare-jax") / "venv"
-    venv.create(where, with_pip=True)
+def bare_jax_venv():
+    """A virtual environment with jax and numpy from PyPI and nothing else (no hpcjax), made
+    once per JAX version and kept in the user's cache (a developer's second run skips pip)."""
+    import jax
+
+    where = Path.home() / ".cache" / "hpcjax-tests" / f"bare-jax-{jax.__version__}"
     python = where / "bin" / "python"
-    pip = subprocess.run([str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", "jax", "numpy"],
-                         capture_output=True, text=True, timeout=900)
-    assert pip.returncode == 0, pip.stderr
+    if not (where / ".complete").is_file():
+        shutil.rmtree(where, ignore_errors=True)
+        venv.create(where, with_pip=True)
+        pip = subprocess.run([str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check",
+                              f"jax=={jax.__version__}", "numpy"], capture_output=True, text=True, timeout=900)
+        assert pip.returncode == 0, pip.stderr
+        (where / ".complete").touch()
     return python
 
 
+@pytest.mark.jax
 def test_the_rank_side_runs_with_only_jax_and_numpy(bare_jax_venv, tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "JAX_", "HPCJAX_", "PYTHON"))}
     env.update(PYTHONPATH=str(REPO), HPCJAX_GPUS_PER_PROCESS="2")

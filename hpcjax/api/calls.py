@@ -9,12 +9,10 @@ read back from what the ranks left.
 
 from __future__ import annotations
 
-import atexit
 import dataclasses
 import os
 import pickle
 import sys
-import threading
 import time
 import uuid
 from pathlib import Path
@@ -23,7 +21,6 @@ from hpcjax.api import folder
 from hpcjax.api.configs import Data, ScalingConfig, require_shared
 from hpcjax.errors import HpcjaxError
 from hpcjax.launch import choose_backend
-from hpcjax.launch.run import say
 
 
 class RemoteError(HpcjaxError):
@@ -50,48 +47,17 @@ class Call:
     """One element of a call: the job's Run handle (job_id, state, wait, logs, cancel,
     outcome, ...) and `result()`."""
 
-    def __init__(self, call_dir: Path, element: int, run=None) -> None:
+    def __init__(self, call_dir: Path, element: int, run) -> None:
         self.call_dir, self.element, self.run = call_dir, element, run
-        self.started = threading.Event()  # set once the job exists (a local map starts it later)
-        self.ended = threading.Event()  # set by a local map's scheduler when the job has ended
-        self.scheduled = run is None
-        self.cancelled = False
-        self.start_error: BaseException | None = None
-        if run is not None:
-            self.started.set()
 
     def __getattr__(self, name: str):
-        if name.startswith("_") or name in ("run", "call_dir", "element", "started", "ended", "scheduled",
-                                             "cancelled", "start_error"):
+        if name.startswith("_") or name in ("run", "call_dir", "element"):
             raise AttributeError(name)
-        self._require_started()
         return getattr(self.run, name)
 
-    def _require_started(self) -> None:
-        self.started.wait()
-        if self.start_error is not None:
-            raise self.start_error
-
-    def state(self) -> str:
-        return self.run.state() if self.started.is_set() else "PENDING"
-
-    def wait(self, *, progress: bool = True, detail=None):
-        if self.scheduled:  # the scheduler's thread follows the job; wait for it
-            self.ended.wait()
-            self._require_started()
-            return self.run.outcome
-        return self.run.wait(progress=progress, detail=detail)
-
-    def cancel(self) -> None:
-        """Cancel the job; an element of a local map that has not started yet never runs
-        (it is started and cancelled in its turn, so it ends CANCELLED like the others)."""
-        self.cancelled = True
-        if self.started.is_set() and self.start_error is None and self.run.state() in ("RUNNING", "PENDING"):
-            self.run.cancel()
-
     def result(self, *, progress: bool = False):
-        """Rank 0's return value once the job has ended; RemoteError if it failed."""
-        outcome = self.wait(progress=progress)
+        """Rank 0's value once the job has ended; RemoteError if it failed."""
+        outcome = self.run.wait(progress=progress)
         return read_result(self.call_dir, self.element, outcome)
 
     def exception(self, *, progress: bool = False) -> RemoteError | None:
@@ -102,8 +68,7 @@ class Call:
         return None
 
     def __repr__(self) -> str:
-        job = self.run.job_id if self.started.is_set() else "not started"
-        return f"<hpcjax call {self.call_dir.name}[{self.element}], job {job}: {self.state()}>"
+        return f"<hpcjax call {self.call_dir.name}[{self.element}], job {self.run.job_id}: {self.run.state()}>"
 
 
 def prepare(calls_root: Path, function, arguments: list[tuple[tuple, dict]], session: dict | None = None) -> Path:
@@ -152,7 +117,7 @@ def unwrap_data(value, found: list[str]):
 def with_binds(container, paths: list[str]):
     """The container with each path bound at the same place inside (the call folder, the
     logs, Data), so the function sees the paths it was given; bare runs need none."""
-    if container.runtime == "none":
+    if not container.in_container:
         return container
     present = {b.split(":")[0] for b in container.binds}
     binds = tuple(f"{p}:{p}" for p in dict.fromkeys(paths) if p not in present)
@@ -161,15 +126,18 @@ def with_binds(container, paths: list[str]):
 
 def worker_command(scaling: ScalingConfig, call_dir: Path, element: str) -> list[str]:
     # In a container the image's Python runs the worker; bare, the caller's own.
-    python = "python3" if scaling.spec.container.runtime != "none" else sys.executable
+    python = "python3" if scaling.spec.container.in_container else sys.executable
     return [python, "-u", "-m", "hpcjax.api.worker", str(call_dir), element]
 
 
 def launch(function, arguments: list[tuple[tuple, dict]], scaling: ScalingConfig, *, backend: str | None,
            storage: Path, job_name: str, session: dict | None = None, max_parallel: int | None = None,
            array: bool = False) -> list[Call]:
-    """Submit one job per element (a SLURM job array when `array`); return the Calls in order.
-    Everything is checked before anything is written or submitted."""
+    """Submit one job (or, with `array`, a job array of one element per argument) through
+    hpcjax.launch; return the Calls in order. Everything is checked before anything is
+    written or submitted."""
+    from hpcjax import launch as launcher
+
     backend = choose_backend(backend)
     nodes = scaling.spec.layout.nodes
     require_shared("storage", storage, nodes, backend)
@@ -179,71 +147,20 @@ def launch(function, arguments: list[tuple[tuple, dict]], scaling: ScalingConfig
         require_shared("Data", path, nodes, backend)
     fields = dict(container=with_binds(scaling.spec.container, [str(storage)] + data),
                   output_dir=str(storage / "logs"), job_name=job_name)
+    if array:
+        fields.update(array=len(arguments), array_parallel=max_parallel)
+    element = folder.ARRAY_ELEMENT if array else "0"
+    if backend == "local":  # refused before the call folder is written
+        from hpcjax.launch.local import check_local_spec
+
+        check_local_spec(scaling.job(worker_command(scaling, storage, element), **fields))
     call_dir = prepare(storage / "calls", function, arguments, session)
-    if scaling.spec.container.runtime != "none":
+    if scaling.spec.container.in_container:
         stage_dependencies(call_dir)
-    if backend == "slurm":
-        from hpcjax.launch import slurm
-
-        if array:
-            spec = scaling.job(worker_command(scaling, call_dir, folder.ARRAY_ELEMENT), array=len(arguments),
-                               array_parallel=max_parallel, **fields)
-            return [Call(call_dir, i, run) for i, run in enumerate(slurm.submit_array(spec))]
-        spec = scaling.job(worker_command(scaling, call_dir, "0"), **fields)
-        return [Call(call_dir, 0, slurm.submit(spec))]
-    specs = [scaling.job(worker_command(scaling, call_dir, str(i)), **fields) for i in range(len(arguments))]
-    from hpcjax.launch import local
-
-    for spec in specs:
-        local.check_local_spec(spec)
-    if not array:
-        call = Call(call_dir, 0, local.submit(specs[0]))
-        _local_calls.append(call)
-        return [call]
-    calls = [Call(call_dir, i) for i in range(len(specs))]
-    slots = max_parallel or max(1, (os.cpu_count() or 1) // scaling.spec.layout.num_processes)
-    # Not a daemon: like concurrent.futures, the program waits for its map at exit, so no
-    # element is left unstarted and no rank is orphaned.
-    threading.Thread(target=_run_locally, args=(calls, specs, slots), name="hpcjax-local-map").start()
-    return calls
-
-
-_local_calls: list[Call] = []  # local jobs the caller may not wait for: their ranks are its children
-
-
-@atexit.register
-def _wait_for_local_calls() -> None:
-    for call in _local_calls:
-        if call.run.state() == "RUNNING":
-            say(f"waiting for local job {call.run.job_id} to end: its ranks are this program's children")
-            call.run.wait(progress=False)
-
-
-def _run_locally(calls: list[Call], specs: list, slots: int) -> None:
-    """A local map's scheduler: at most `slots` jobs at once, started in order."""
-    from hpcjax.launch import local
-
-    waiting, running = list(zip(calls, specs)), []
-    while waiting or running:
-        while waiting and len(running) < slots:
-            call, spec = waiting.pop(0)
-            try:
-                call.run = local.submit(spec)
-                if call.cancelled:
-                    call.run.cancel()
-            except BaseException as error:  # the caller's wait raises it instead of hanging
-                call.start_error = error
-                call.started.set()
-                call.ended.set()
-                continue
-            call.started.set()
-            running.append(call)
-        for call in list(running):
-            if call.run.state() not in ("RUNNING", "PENDING"):
-                _ = call.run.outcome
-                call.ended.set()
-                running.remove(call)
-        time.sleep(0.2)
+    spec = scaling.job(worker_command(scaling, call_dir, element), **fields)
+    if array:
+        return [Call(call_dir, i, run) for i, run in enumerate(launcher.submit_array(spec, backend))]
+    return [Call(call_dir, 0, launcher.submit(spec, backend))]
 
 
 def read_result(call_dir: Path, element: int, outcome):

@@ -25,12 +25,11 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from hpcjax import rundir
 from hpcjax.errors import UsageError
 from hpcjax.rank.scalars import Scalars
 
-REPORTS = "reports.jsonl"
-CHECKPOINT = "checkpoint.json"
-COPIES = "checkpoints"
+REPORTS, CHECKPOINT, COPIES = rundir.REPORTS, rundir.LATEST_CHECKPOINT, rundir.CHECKPOINTS
 
 
 class Checkpoint:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import importlib.util
 import inspect
 import os
-import socket
 import sys
 import traceback
 from pathlib import Path
@@ -23,11 +22,6 @@ from hpcjax import contract
 from hpcjax.api import folder, session
 
 EXIT_RAISED = 1
-
-
-def node_name() -> str:
-    """The node as the job followers name it: SLURM's name, or the local backend's."""
-    return os.environ.get("SLURMD_NODENAME") or os.environ.get(contract.NODE_NAME_ENV) or socket.gethostname()
 
 
 def element_of(argument: str) -> int:
@@ -79,12 +73,11 @@ def main(argv: list[str]) -> int:
 
     denv = initialize()
     rank = denv.process_id
-    layout = {k: int(os.environ.get(v, "1")) for k, v in zip(("nodes", "gpus_per_node", "gpus_per_process"),
-                                                               contract.LAYOUT_ENV)}
-    local = max(1, layout["gpus_per_node"] // layout["gpus_per_process"])
+    layout = contract.Layout.from_env() or contract.Layout()
     run = meta.get("session") or {}
-    session.start(session.Context(world_size=denv.num_processes, world_rank=rank, local_world_size=local,
-                                  layout=layout, attempt=run.get("attempt", 1), run_dir=run.get("run_dir")))
+    session.start(session.Context(world_size=denv.num_processes, world_rank=rank,
+                                  local_world_size=layout.tasks_per_node, layout=layout.as_dict(),
+                                  attempt=run.get("attempt", 1), run_dir=run.get("run_dir")))
     result = folder.result_path(call_dir, element, rank)
     try:
         value = DelayedSubmission.load(folder.call_pickle(call_dir, element)).result()
@@ -97,7 +90,7 @@ def main(argv: list[str]) -> int:
             exception = cloudpickle.dumps(error)
         except Exception:  # not every exception pickles; the traceback text always travels
             exception = None
-        outcome = ("error", text, exception, {"rank": rank, "host": node_name()})
+        outcome = ("error", text, exception, {"rank": rank, "host": contract.node_name()})
         code = EXIT_RAISED
     try:
         with temporary_save_path(result) as tmp:  # written whole, then moved: never half a result
@@ -105,7 +98,7 @@ def main(argv: list[str]) -> int:
     except Exception as error:  # a return value that does not pickle: say so instead
         text = f"the return value of rank {rank} could not be pickled: {error!r}"
         with temporary_save_path(result) as tmp:
-            cloudpickle_dump(("error", text, None, {"rank": rank, "host": node_name()}), tmp)
+            cloudpickle_dump(("error", text, None, {"rank": rank, "host": contract.node_name()}), tmp)
         return EXIT_RAISED
     return code
 

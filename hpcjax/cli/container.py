@@ -12,7 +12,7 @@ from pathlib import Path
 
 def cmd_recipe(args: argparse.Namespace, command: list[str]) -> int:
     from hpcjax.errors import UsageError
-    from hpcjax.launch.recipes import recipe
+    from hpcjax.containers.recipes import recipe
 
     requirements = None
     if args.requirements:

@@ -85,8 +85,10 @@ def add_job_options(parser: argparse.ArgumentParser, job_name: str = "hpcjax", t
     box = parser.add_argument_group("container")
     box.add_argument("--image", help="container image: a .sif path, a URI, a Charliecloud directory, a pyxis "
                                      "image (registry#image:tag), or $VAR set by a module")
-    box.add_argument("--runtime", help="apptainer, singularity, charliecloud, pyxis or none (default: apptainer "
-                                       "with --image, else none)")
+    from hpcjax.containers import runtime as runtime_table
+
+    box.add_argument("--runtime", help=f"{', '.join(runtime_table.names())} (default: "
+                                       f"{runtime_table.DEFAULT_WITH_IMAGE} with --image, else {runtime_table.BARE})")
     box.add_argument("--cleanenv", action="store_true", default=None,
                      help="start the container with a clean environment; hpcjax passes what the ranks need "
                           "(SLURM_*, JAX_*, XLA_*, NCCL_*, CUDA_VISIBLE_DEVICES, HPCJAX_*, your --env)")

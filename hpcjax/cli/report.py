@@ -7,12 +7,14 @@ import argparse
 import sys
 from pathlib import Path
 
+from hpcjax.rundir import RunDir
+
 
 def cmd_report(args: argparse.Namespace, command: list[str]) -> int:
-    from hpcjax.launch.report import render
+    from hpcjax.report.page import render
 
     run_dir = Path(args.run_dir)
-    output, record = render(run_dir, Path(args.output) if args.output else run_dir / "report.html")
+    output, record = render(run_dir, Path(args.output) if args.output else RunDir(run_dir).report_page)
     for problem in record.problems:
         print(f"note: {problem}", file=sys.stderr)
     print(f"report of {len(record.steps)} step(s), {len(record.restarts)} restart(s): "

@@ -46,8 +46,8 @@ def add_train_verb(sub) -> None:
     g.add_argument("--peak-tflops", type=float, default=312.0, help="per device, for MFU (default A100 bf16)")
     g.add_argument("--stop-after", type=int, help="stop after this many steps, as if preempted")
     g.add_argument("--compile-cache", default="auto",
-                   help="JAX's persistent compilation cache: auto (<run-dir>/compile-cache, the default), off, "
-                        "or a directory on shared storage")
+                   help="JAX's persistent compilation cache: auto (the default: $HPCJAX_COMPILE_CACHE when the job "
+                        "sets it, else <run-dir>/compile-cache), off, or a directory on shared storage")
     g = train.add_argument_group("profiling")
     g.add_argument("--profile-steps", metavar="A:B", help="a profiler trace of steps A..B into <run-dir>/profile")
     g.add_argument("--profile-all-ranks", action="store_true", help="trace on every process, not only process 0")

@@ -2,14 +2,16 @@
 the backends that run it, and the Run handle that follows it. Never imports JAX,
 so it starts at once.
 
-    from hpcjax.launch import submit, attach
+    from hpcjax.launch import submit, submit_array, attach
     run = submit(spec)                 # backend "auto": SLURM where sbatch exists, else this machine
     outcome = run.wait()               # Outcome: state, exit code, failed ranks with host and log tail
+    runs = submit_array(spec)          # spec.array elements: a SLURM job array, or local jobs in turn
     attach("1234").logs(rank=3)        # a job submitted earlier, from its id
 
-Modules: spec -> render -> (slurm | local) -> run/outcome; slurmctl asks SLURM
-about jobs, records remembers what hpcjax submitted, smoke reads the checks'
-verdicts, examples renders slurm/.
+The backend is chosen here and nowhere else. Modules: spec -> render -> (slurm | local,
+localqueue) -> run/outcome; slurmctl (with jobstatus's watcher) asks SLURM about jobs;
+smoke reads the checks' verdicts; examples renders slurm/. Job records live in
+hpcjax.catalog, container runtimes in hpcjax.containers, hosts in hpcjax.hosts.
 """
 
 from __future__ import annotations
@@ -53,10 +55,23 @@ def submit(spec, backend: str | None = "auto"):
     return local.submit(spec)
 
 
+def submit_array(spec, backend: str | None = "auto") -> list:
+    """Run a job array (spec.array elements, at most spec.array_parallel at once) on the
+    chosen backend; return one Run per element, in order. Each element sees its index as
+    SLURM_ARRAY_TASK_ID on either backend."""
+    if not spec.array:
+        raise UsageError("submit_array needs a job array (array=N)", "use submit(spec) for one job")
+    if choose_backend(backend) == "slurm":
+        from hpcjax.launch import slurm
+        return slurm.submit_array(spec)
+    from hpcjax.launch import localqueue
+    return localqueue.submit_array(spec)
+
+
 def attach(job_id: str):
     """The Run of a job submitted earlier, from its id: hpcjax's record says which
     backend ran it; a job without a record is a SLURM job (plain sbatch)."""
-    from hpcjax.launch import records
+    from hpcjax.catalog import records
     from hpcjax.launch.slurmctl import check_job_id
 
     record = records.load(check_job_id(job_id))

@@ -49,7 +49,7 @@ EXAMPLE_BIND_SOURCE = "/shared/venvs/jax/lib/python3.11/site-packages/hpcjax"
 def rendered_examples() -> dict[str, str]:
     import os
 
-    from hpcjax.launch.containers import BIND_SOURCE_ENV
+    from hpcjax.containers.binds import BIND_SOURCE_ENV
 
     before = os.environ.get(BIND_SOURCE_ENV)
     os.environ[BIND_SOURCE_ENV] = EXAMPLE_BIND_SOURCE

@@ -5,23 +5,26 @@ side maps it through the same reader as any submitit-local task), the layout
 variables a rendered script exports, and K emulated GPUs as CPU devices; they
 meet through real jax.distributed over loopback. Like `srun --kill-on-bad-exit`,
 the first rank that fails stops the others. The processes are children of the
-submitting process: it follows them (`wait`) and stops them if it is stopped.
+submitting process: it follows them and stops them if it is stopped; at exit it
+waits for the jobs it started (no rank is orphaned, no record left RUNNING).
+A job array's elements (launch.localqueue) are jobs named A_i, as SLURM names them.
 """
 
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
 import signal
 import socket
 import subprocess
+import threading
 import time
-from dataclasses import asdict
 from pathlib import Path
 
 from hpcjax import contract
+from hpcjax.catalog import records
 from hpcjax.errors import HpcjaxError, UsageError
-from hpcjax.launch import records
 from hpcjax.launch.outcome import Outcome, TaskEvent, analyze
 from hpcjax.launch.run import Run, say
 from hpcjax.launch.spec import JobSpec
@@ -40,7 +43,7 @@ def free_port() -> int:
 
 
 def check_local_spec(spec: JobSpec) -> None:
-    if spec.container.runtime != "none":
+    if spec.container.in_container:
         raise UsageError(f"the local backend runs the command bare, not through {spec.container.runtime}",
                          "drop --image/--runtime for --backend local, or submit to SLURM")
     program = spec.command[0]
@@ -51,9 +54,6 @@ def check_local_spec(spec: JobSpec) -> None:
         raise UsageError("the local backend does not requeue: --requeue is the SLURM job requeueing itself",
                          "drop --requeue for --backend local (run again to resume from the checkpoint), "
                          "or submit to SLURM")
-    if spec.array:
-        raise UsageError("the local backend runs one job at a time, not a SLURM job array",
-                         "submit each element as its own job (hpcjax's remote .map does this)")
     if spec.modules:
         raise UsageError("the local backend cannot `module load` (that is the cluster's module system)",
                          "drop --module for --backend local, or submit to SLURM")
@@ -61,19 +61,23 @@ def check_local_spec(spec: JobSpec) -> None:
 
 def rank_environment(spec: JobSpec, job_id: str, rank: int, port: int) -> dict[str, str]:
     layout = spec.layout
-    per_node = layout.tasks_per_node
+    array_job, _, index = job_id.partition("_")
     env = {k: v for k, v in os.environ.items() if not k.startswith(DROPPED_PREFIXES)}
     env.update(dict(spec.env))
-    env.update(contract.layout_env(layout.nodes, layout.gpus_per_node, layout.gpus_per_process))
-    env.update({contract.PLATFORM_ENV: "cpu", contract.NODE_NAME_ENV: contract.local_node_name(rank, per_node)})
+    env.update(layout.env())
+    env.update({contract.PLATFORM_ENV: "cpu", contract.NODE_NAME_ENV: contract.local_node_name(rank, layout)})
     env.update(
-        SUBMITIT_LOCAL_JOB_ID=job_id, SUBMITIT_LOCAL_NTASKS=str(layout.num_processes),
-        SUBMITIT_LOCAL_GLOBALID=str(rank), SUBMITIT_LOCAL_LOCALID=str(rank % per_node),
-        SUBMITIT_LOCAL_NODEID=str(rank // per_node),
+        SUBMITIT_LOCAL_JOB_ID=array_job, SUBMITIT_LOCAL_NTASKS=str(layout.num_processes),
+        SUBMITIT_LOCAL_GLOBALID=str(rank), SUBMITIT_LOCAL_LOCALID=str(rank % layout.tasks_per_node),
+        SUBMITIT_LOCAL_NODEID=str(layout.node_of(rank)),
         SUBMITIT_LOCAL_JOB_NUM_NODES=str(layout.nodes), SUBMITIT_EXECUTOR="local",
         JAX_COORDINATOR_PORT=str(port), PYTHONUNBUFFERED="1",
     )
-    env.update(plain_jax_environment(spec, job_id, rank, port))
+    if index:  # an element of a job array, as SLURM tells it
+        env.update(SLURM_ARRAY_JOB_ID=array_job, SLURM_ARRAY_TASK_ID=index,
+                   SLURM_ARRAY_TASK_COUNT=str(spec.array), SLURM_ARRAY_TASK_MIN="0",
+                   SLURM_ARRAY_TASK_MAX=str(spec.array - 1))
+    env.update(plain_jax_environment(spec, array_job, rank, port))
     return env
 
 
@@ -95,61 +99,87 @@ def plain_jax_environment(spec: JobSpec, job_id: str, rank: int, port: int) -> d
 def submit(spec: JobSpec) -> "LocalRun":
     """Start every rank of spec here; return the Run that follows them."""
     check_local_spec(spec)
-    job_id = records.new_local_id(int(time.time() * 1000))
-    log_dir = Path(spec.output_dir).resolve()
-    log_dir.mkdir(parents=True, exist_ok=True)
-    run = LocalRun(job_id, log_dir, spec.layout.num_processes, spec.layout.tasks_per_node, spec.time_seconds)
-    port = free_port()
-    say(f"local job {job_id}: {spec.layout.num_processes} processes ({spec.layout.name}, "
-        f"{spec.layout.gpus_per_process} emulated GPU(s) each) on this machine; logs in {log_dir}/")
-    try:
-        for rank in range(spec.layout.num_processes):
-            with open(contract.rank_log_path(log_dir, job_id, rank), "w") as log:
-                run.procs[rank] = subprocess.Popen(list(spec.command), stdout=log, stderr=subprocess.STDOUT,
-                                                   stdin=subprocess.DEVNULL,
-                                                   env=rank_environment(spec, job_id, rank, port))
-    except BaseException:
-        run.stop_all()
-        raise
-    records.save(job_id, {"backend": "local", "output_dir": str(log_dir), "layout": asdict(spec.layout),
-                          "state": "RUNNING", "pids": [p.pid for p in run.procs.values()]})
+    if spec.array:
+        raise UsageError("a job array has one Run per element", "submit it with launch.submit_array(spec)")
+    run = LocalRun(records.new_local_id(int(time.time() * 1000)), spec)
+    run.start()
     return run
 
 
 class LocalRun(Run):
+    """A job of the local backend: PENDING until `start` (an array element waits its turn),
+    then its processes, followed by `poll`. Safe to poll from several threads."""
+
     backend = "local"
     poll_s = 0.2
 
-    def __init__(self, job_id: str, log_dir: Path, num_ranks: int, tasks_per_node: int,
-                 limit_s: float | None = None) -> None:
-        super().__init__(job_id, log_dir, num_ranks)
-        self.tasks_per_node, self.limit_s = tasks_per_node, limit_s
+    def __init__(self, job_id: str, spec: JobSpec | None, *, log_dir: Path | None = None,
+                 layout: contract.Layout | None = None, record: dict | None = None) -> None:
+        layout = layout or spec.layout
+        super().__init__(job_id, log_dir or Path(spec.output_dir).resolve(), layout.num_processes)
+        self.spec, self.layout = spec, layout
+        self.limit_s = spec.time_seconds if spec else None
         self.procs: dict[int, subprocess.Popen] = {}
-        self.started = time.monotonic()
+        self.started = None  # monotonic time of start(); None while pending
         self.causes: list[int] = []  # the ranks that failed by themselves, before any were stopped
-        self.final = ""  # the state once every rank has ended
-        self.record: dict | None = None  # set when attached from another process
+        self.final = ""  # the state once every rank has ended (or the job was cancelled before starting)
+        self.record = record  # set when attached from another process: its record is the news
+        self.start_error = ""  # why the processes could not be started, if they could not
+        self.lock = threading.RLock()
 
     @classmethod
     def attach(cls, job_id: str, record: dict) -> "LocalRun":
         """A local job from its record: followed by the process that started it."""
-        layout = record["layout"]
-        run = cls(job_id, Path(record["output_dir"]), layout["nodes"] * layout["gpus_per_node"]
-                  // layout["gpus_per_process"], layout["gpus_per_node"] // layout["gpus_per_process"])
-        run.record = record
-        return run
+        return cls(job_id, None, log_dir=Path(record["output_dir"]),
+                   layout=contract.Layout.from_dict(record["layout"]), record=record)
+
+    def save_record(self, state: str) -> None:
+        records.save(self.job_id, {"backend": "local", "output_dir": str(self.log_dir),
+                                   "layout": self.layout.as_dict(), "state": state,
+                                   "pids": [p.pid for p in self.procs.values()]})
+
+    def start(self) -> None:
+        """Start every rank (once); a job cancelled while pending never starts."""
+        with self.lock:
+            if self.started is not None or self.final:
+                return
+            self.log_dir.mkdir(parents=True, exist_ok=True)
+            port = free_port()
+            say(f"local job {self.job_id}: {self.num_ranks} processes ({self.layout.name}, "
+                f"{self.layout.gpus_per_process} emulated GPU(s) each) on this machine; logs in {self.log_dir}/")
+            self.started = time.monotonic()
+            try:
+                for rank in range(self.num_ranks):
+                    with open(contract.rank_log_path(self.log_dir, self.job_id, rank), "w") as log:
+                        self.procs[rank] = subprocess.Popen(
+                            list(self.spec.command), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                            env=rank_environment(self.spec, self.job_id, rank, port))
+            except BaseException:
+                self.stop_all()
+                raise
+            self.save_record("RUNNING")
+            _started_here.append(self)
+
+    def fail_to_start(self, error: Exception) -> None:
+        with self.lock:
+            self.start_error = f"the job's processes could not be started: {error}"
+            self.stop_all()
+            self.final = self._end("FAILED")
 
     def poll(self) -> tuple[str, str]:
-        if self.record is not None:  # another process follows the job: its record is the news
+        if self.record is not None:
             self.record = records.load(self.job_id) or self.record
             state = self.record.get("state", "RUNNING")
             return state, state
-        if not self.final:
-            self.final = self._watch()
-        if self.final:
-            return self.final, self.final
-        running = sum(p.poll() is None for p in self.procs.values())
-        return "RUNNING", f"RUNNING: {running} of {len(self.procs)} processes on this machine"
+        with self.lock:
+            if self.started is None and not self.final:
+                return "PENDING", "PENDING (waiting for a free slot of its job array)"
+            if not self.final:
+                self.final = self._watch()
+            if self.final:
+                return self.final, self.final
+            running = sum(p.poll() is None for p in self.procs.values())
+            return "RUNNING", f"RUNNING: {running} of {len(self.procs)} processes on this machine"
 
     def _watch(self) -> str:
         """'' while the job runs; its final state once every rank has ended."""
@@ -169,7 +199,7 @@ class LocalRun(Run):
 
     def _end(self, state: str) -> str:
         self.stop_all()
-        records.update(self.job_id, state=state, causes=self.causes,
+        records.update(self.job_id, state=state, causes=self.causes, note=self.start_error,
                        exit_codes={r: p.returncode for r, p in self.procs.items()})
         return state
 
@@ -188,11 +218,12 @@ class LocalRun(Run):
 
     def cancel(self) -> None:
         if self.record is None:
-            records.update(self.job_id, cancelled=True)
-            self.stop_all()
-            self.final = self._end("CANCELLED")
+            with self.lock:
+                records.update(self.job_id, cancelled=True)
+                self.stop_all()
+                self.final = self._end("CANCELLED")
             return
-        if self.record.get("state") != "RUNNING":
+        if self.record.get("state") not in ("RUNNING", "PENDING"):
             raise HpcjaxError(f"local job {self.job_id} has already ended ({self.record.get('state')}); "
                               "nothing to cancel", f"see `hpcjax status {self.job_id}`")
         records.update(self.job_id, cancelled=True)  # the process that follows the job reports it
@@ -203,18 +234,19 @@ class LocalRun(Run):
                 pass
 
     def hosts(self) -> dict[int, str]:
-        return {rank: contract.local_node_name(rank, self.tasks_per_node) for rank in range(self.num_ranks)}
+        return {rank: contract.local_node_name(rank, self.layout) for rank in range(self.num_ranks)}
 
     def _finish(self, state: str) -> Outcome:
         record = self.record or {}
         codes = {int(r): c for r, c in record.get("exit_codes", {}).items()} or \
             {rank: proc.returncode for rank, proc in self.procs.items()}
         causes = self.causes or record.get("causes", [])
-        events = [TaskEvent((rank,), contract.local_node_name(rank, self.tasks_per_node), exit_words(code),
+        events = [TaskEvent((rank,), contract.local_node_name(rank, self.layout), exit_words(code),
                             before_stop=rank in causes)
                   for rank, code in sorted(codes.items()) if code not in (None, 0)]
         note = {"TIMEOUT": f"the time limit ({self.limit_s or '?'} s) was reached: every rank was stopped",
                 "CANCELLED": "the job was cancelled: every rank was stopped"}.get(state, "")
+        note = self.start_error or record.get("note") or note
         return analyze(self.job_id, state, events, self._rank_log,
                        job_exit_code=codes.get(causes[0], 1) if causes else 1, stopped_by="hpcjax", note=note)
 
@@ -230,3 +262,16 @@ def exit_words(code: int) -> str:
         except ValueError:
             return f"Killed by signal {-code}"
     return f"Exited with exit code {code}"
+
+
+_started_here: list[LocalRun] = []  # their ranks are this program's children
+
+
+@atexit.register
+def _wait_for_local_jobs() -> None:
+    """A program that started local jobs and did not wait for them waits at exit (as
+    concurrent.futures does), so no rank is orphaned and every record gets its end."""
+    for run in _started_here:
+        if run.poll()[0] == "RUNNING":
+            say(f"waiting for local job {run.job_id} to end: its ranks are this program's children")
+            run.wait(progress=False)

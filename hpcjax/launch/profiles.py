@@ -25,6 +25,7 @@ import os
 import tomllib
 from pathlib import Path
 
+from hpcjax.containers import runtime as runtime_table
 from hpcjax.errors import ConfigError
 from hpcjax.launch.spec import Container, JobSpec, Layout
 
@@ -159,7 +160,7 @@ def build_spec(command, values: dict, defaults: dict | None = None):
     """A JobSpec from merged options; what none of them sets keeps `defaults`, then JobSpec's."""
     v = {**(defaults or {}), **values}
     layout = Layout(**{k: v[k] for k in ("nodes", "gpus_per_node", "gpus_per_process") if k in v})
-    runtime = v.get("runtime") or ("apptainer" if v.get("image") else "none")
+    runtime = v.get("runtime") or (runtime_table.DEFAULT_WITH_IMAGE if v.get("image") else runtime_table.BARE)
     container = Container(runtime=runtime, image=v.get("image"), binds=tuple(v.get("binds", ())),
                           flags=tuple(v.get("container_flags", ())), cleanenv=bool(v.get("cleanenv")),
                           bind_hpcjax=v.get("bind_hpcjax", True))

@@ -12,7 +12,7 @@ import jinja2
 
 from hpcjax import __version__, contract
 from hpcjax.errors import SpecError
-from hpcjax.launch import containers
+from hpcjax.containers import binds
 from hpcjax.launch.spec import JobSpec
 
 TEMPLATE = "sbatch.sh.j2"
@@ -87,7 +87,7 @@ def check_bash_syntax(text: str, spec: JobSpec) -> None:
 
 def _render(template, spec: JobSpec) -> str:
     job_key = contract.job_key_shell(bool(spec.array))
-    launch = containers.launch(spec, image_word(spec))
+    launch = spec.container.runtime_rules.launch(spec, image_word(spec))
     return template.render(
         spec=spec,
         layout=spec.layout,
@@ -105,11 +105,11 @@ def _render(template, spec: JobSpec) -> str:
         jax_local_device_ids=contract.jax_local_device_ids(spec.layout.gpus_per_process),
         cleanenv_prefixes=launch.cleanenv_prefixes,
         coordinator_wrapper=contract.coordinator_wrapper(
-            launch.cleanenv_prefixes, containers.passed_names(spec) if spec.container.cleanenv else (),
+            launch.cleanenv_prefixes, binds.passed_names(spec) if spec.container.cleanenv else (),
             launch.keep_only),
         launch=launch,
-        runtime_program=containers.PROGRAMS.get(spec.container.runtime, ""),
-        hpcjax_target=containers.HPCJAX_TARGET,
+        hpcjax_target=binds.HPCJAX_TARGET,
+        log_dir_env=contract.LOG_DIR_ENV,
         version=__version__,
     )
 

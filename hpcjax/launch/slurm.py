@@ -2,21 +2,23 @@
 
 The submission file is rendered from the same template as `hpcjax render`, so
 what render prints is exactly what is submitted. submitit is reached through
-the smallest adapter that works: two of SlurmExecutor's hooks
-(`_make_submission_file_text`, `_submit_command`), checked by a test that fails
-loudly if a submitit release changes them.
+the smallest adapter that works: two of SlurmExecutor's methods overridden
+(`_make_submission_file_text`, `_num_tasks`) and one called (`_submit_command`),
+checked by a test that fails loudly if a submitit release changes them.
 """
 
 from __future__ import annotations
 
 import shutil
 import time
-from dataclasses import asdict
 from pathlib import Path
 
-from hpcjax.contract import DEFAULT_OUTPUT_DIR, batch_log_path, rank_log_path
+from hpcjax.contract import DEFAULT_OUTPUT_DIR, Layout, batch_log_path, rank_log_path
 from hpcjax.errors import SlurmNotFound, SubmitError
-from hpcjax.launch import containers, records, slurmctl
+from hpcjax.containers import binds
+from hpcjax.catalog import records
+from hpcjax.launch import slurmctl
+from hpcjax.launch.jobstatus import JobStatus
 from hpcjax.launch.outcome import Outcome, analyze, last_attempt, read_tail, srun_events
 from hpcjax.launch.render import render_sbatch
 from hpcjax.launch.run import Run, say
@@ -26,8 +28,10 @@ from hpcjax.launch.spec import JobSpec
 NEVER_STARTS = {"PartitionConfig", "PartitionNodeLimit", "PartitionTimeLimit", "BadConstraints",
                 "InvalidAccount", "InvalidQOS", "AccountNotAllowed", "QOSNotAllowed",
                 "ReqNodeNotAvail, UnavailableNodes:", "JobHeldAdmin", "DependencyNeverSatisfied"}
-# submitit's hooks hpcjax overrides; tests/test_submitit_adapter.py pins their signatures.
-SUBMITIT_HOOKS = {"_make_submission_file_text": ("self", "command", "uid"), "_submit_command": ("self", "command")}
+# submitit's methods hpcjax overrides (the first two) or calls (the last); tests/launch/test_submitit_adapter.py
+# pins their signatures, so a submitit release that changes one fails loudly.
+SUBMITIT_HOOKS = {"_make_submission_file_text": ("self", "command", "uid"), "_num_tasks": ("self",),
+                  "_submit_command": ("self", "command")}
 
 
 def executor_class():
@@ -55,14 +59,6 @@ def executor_class():
     return HpcjaxSlurmExecutor
 
 
-def cluster_summary() -> str:
-    try:
-        text = slurmctl.run_slurm(["sinfo", "-h", "-o", "%P %D nodes, %c CPUs, gres %G"])
-    except Exception:  # a summary for a hint must never hide the real error
-        return ""
-    return "; ".join(line.strip() for line in text.splitlines() if line.strip())
-
-
 def submit(spec: JobSpec) -> "SlurmRun":
     """Submit spec; return its Run once the scheduler has looked at it. Raises SubmitError
     if SLURM refuses it or holds it with a reason that means it can never start."""
@@ -78,7 +74,7 @@ def submit_array(spec: JobSpec) -> list["SlurmRun"]:
 
 
 def _submit(spec: JobSpec, elements: list[int | None]) -> list["SlurmRun"]:
-    containers.check_before_submit(spec)
+    binds.check_before_submit(spec)
     if shutil.which("sbatch") is None:
         raise SlurmNotFound("SLURM is not installed on this machine (no `sbatch` on the PATH)",
                             "run `hpcjax submit` on the cluster's login node, or on this machine's "
@@ -89,7 +85,7 @@ def _submit(spec: JobSpec, elements: list[int | None]) -> list["SlurmRun"]:
     try:
         job = executor_class()(spec).submit_spec()
     except submitit.core.utils.FailedJobError as err:
-        summary = cluster_summary()
+        summary = slurmctl.slurm_on().summary()
         raise SubmitError(f"sbatch refused the job ({spec.layout.name}): {str(err).strip()}",
                           f"the cluster has: {summary}" if summary else
                           "check the layout against `sinfo -o '%P %D %c %G'`") from None
@@ -97,7 +93,7 @@ def _submit(spec: JobSpec, elements: list[int | None]) -> list["SlurmRun"]:
     runs = [SlurmRun(job.job_id if i is None else f"{job.job_id}_{i}", log_dir, spec.layout.num_processes)
             for i in elements]
     for run in runs:
-        records.save(run.job_id, {"backend": "slurm", "output_dir": str(log_dir), "layout": asdict(spec.layout)})
+        records.save(run.job_id, {"backend": "slurm", "output_dir": str(log_dir), "layout": spec.layout.as_dict()})
     what = f"job {job.job_id}" if spec.array == 0 else f"job array {job.job_id} of {spec.array} elements"
     say(f"submitted {what} ({spec.layout.name}, {spec.layout.num_processes} processes); "
         f"logs in {spec.output_dir}/")
@@ -110,23 +106,23 @@ class SlurmRun(Run):
 
     def __init__(self, job_id: str, log_dir: Path, num_ranks: int) -> None:
         super().__init__(slurmctl.check_job_id(job_id), log_dir, num_ranks)
-        self._status: slurmctl.JobStatus | None = None
+        self.slurm = slurmctl.slurm_on()
+        self.slurm.watcher.follow(self.job_id)  # polled with every other job this process follows
+        self._status: JobStatus | None = None
 
     @classmethod
     def attach(cls, job_id: str, record: dict | None) -> "SlurmRun":
         """A job submitted earlier: by hpcjax (its record says where the logs are) or with
         plain sbatch (the default log directory under the job's working directory)."""
         if record:
-            layout = record.get("layout", {})
-            ranks = layout.get("nodes", 1) * layout.get("gpus_per_node", 1) // layout.get("gpus_per_process", 1)
-            return cls(job_id, Path(record["output_dir"]), ranks)
+            return cls(job_id, Path(record["output_dir"]), Layout.from_dict(record.get("layout", {})).num_processes)
         status = slurmctl.job_status(job_id)
         run = cls(job_id, Path(status.workdir or ".") / DEFAULT_OUTPUT_DIR, 0)
         run._status = status
         return run
 
-    def status(self) -> slurmctl.JobStatus:
-        self._status = slurmctl.job_status(self.job_id)
+    def status(self) -> JobStatus:
+        self._status = self.slurm.job_status(self.job_id)
         return self._status
 
     def poll(self) -> tuple[str, str]:
@@ -151,21 +147,21 @@ class SlurmRun(Run):
                 return
             time.sleep(0.5)
 
-    def _fail_if_never_starts(self, status: slurmctl.JobStatus) -> None:
+    def _fail_if_never_starts(self, status: JobStatus) -> None:
         if status.reason in NEVER_STARTS or status.reason.startswith("ReqNodeNotAvail"):
-            slurmctl.run_slurm(["scancel", self.job_id.split("_")[0]])  # an array's elements share the spec
-            summary = cluster_summary()
+            self.slurm.run(["scancel", self.job_id.split("_")[0]])  # an array's elements share the spec
+            summary = self.slurm.summary()
             raise SubmitError(f"job {self.job_id} can never start: SLURM holds it with reason "
                               f"{status.reason}; it was cancelled",
                               f"ask for what the cluster has: {summary}" if summary else
                               "compare the request with `sinfo -o '%P %D %c %G'`")
 
     def cancel(self) -> None:
-        slurmctl.cancel_job(self.job_id)
+        self.slurm.cancel_job(self.job_id)
 
     def hosts(self) -> dict[int, str]:
         status = self._status if self._status and self._status.finished else self.status()
-        return slurmctl.hosts_of_ranks(status, self.num_ranks or len(self.rank_logs()))
+        return self.slurm.hosts_of_ranks(status, self.num_ranks or len(self.rank_logs()))
 
     def describe(self) -> str:
         return self._with_ending(self.status().describe())

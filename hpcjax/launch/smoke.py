@@ -19,7 +19,7 @@ from hpcjax.launch.spec import JobSpec
 def smoke_command(spec: JobSpec, bandwidth: bool, sizes: str | None) -> tuple[str, ...]:
     # Bare: this very interpreter (a shared filesystem makes it the nodes' too).
     # In a container: the image's python, which must have hpcjax installed.
-    python = sys.executable if spec.container.runtime == "none" else "python3"
+    python = "python3" if spec.container.in_container else sys.executable
     command = [python, "-m", "hpcjax", "check", "all", "--json"]
     if bandwidth:
         command.append("--bandwidth")

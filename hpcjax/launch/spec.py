@@ -12,15 +12,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from hpcjax import contract
+from hpcjax.containers import runtime as runtime_table
+from hpcjax.containers.runtime import require_text as _require_text
 from hpcjax.errors import SpecError
 from hpcjax.launch import extras
-from hpcjax.launch.containers import RUNTIMES
 from hpcjax.validate import require_int
 
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-# An image given as "$NAME" or "${NAME}" is read from the job's environment when
-# it runs (site modules such as `module load jax/23.10-sif` export JAX_IMAGE).
-IMAGE_FROM_ENV = re.compile(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?")
 # SLURM's accepted walltime forms: M, M:S, H:M:S, D-H, D-H:M, D-H:M:S.
 WALLTIME = re.compile(r"(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?")
 MEMORY = re.compile(r"\d+[KMGT]?")
@@ -28,19 +26,6 @@ MEMORY = re.compile(r"\d+[KMGT]?")
 
 def _require_int(name: str, value: object, minimum: int, hint: str) -> None:
     require_int(name, value, minimum, hint, error=SpecError)
-
-
-def _require_text(name: str, value: str, *, spaces: bool = True) -> None:
-    """Reject what no quoting can carry into an #SBATCH line or argv."""
-    if not isinstance(value, str) or not value:
-        raise SpecError(f"{name} must be a non-empty string, got {value!r}",
-                        f"give {name} a value or leave it out")
-    if any(ord(c) < 32 or ord(c) == 127 for c in value):
-        raise SpecError(f"{name} contains a control character (newline, tab, ...): {value!r}",
-                        f"write {name} on one line without control characters")
-    if not spaces and " " in value:
-        raise SpecError(f"{name} contains a space: {value!r}",
-                        f"SLURM {name} names never contain spaces; check the spelling")
 
 
 def parse_walltime(text: str) -> int:
@@ -74,12 +59,9 @@ def format_walltime(seconds: int) -> str:
 
 
 @dataclass(frozen=True, kw_only=True)
-class Layout:
-    """N nodes, G GPUs per node, K GPUs per process (docs/architecture.md, layout vocabulary)."""
-
-    nodes: int = 1
-    gpus_per_node: int = 1
-    gpus_per_process: int = 1  # 1: one process per GPU; == gpus_per_node: one per node
+class Layout(contract.Layout):
+    """N nodes, G GPUs per node, K GPUs per process (docs/architecture.md, layout vocabulary):
+    the contract's arithmetic, validated."""
 
     def __post_init__(self) -> None:
         _require_int("nodes", self.nodes, 1, "ask for at least one node: --nodes 1")
@@ -95,34 +77,13 @@ class Layout:
                 f"every process owns the same number of GPUs of one node; valid values: "
                 f"{', '.join(map(str, divisors))}")
 
-    @property
-    def tasks_per_node(self) -> int:
-        return self.gpus_per_node // self.gpus_per_process
-
-    @property
-    def num_processes(self) -> int:
-        return self.nodes * self.tasks_per_node
-
-    @property
-    def total_gpus(self) -> int:
-        return self.nodes * self.gpus_per_node
-
-    def env(self) -> dict[str, str]:
-        """What every rank is told about the layout (the contract's variables)."""
-        return contract.layout_env(self.nodes, self.gpus_per_node, self.gpus_per_process)
-
-    @property
-    def name(self) -> str:
-        """The seed's naming: G<total gpus>N<nodes>p<processes>."""
-        return f"G{self.total_gpus}N{self.nodes}p{self.num_processes}"
-
 
 @dataclass(frozen=True, kw_only=True)
 class Container:
-    """How every rank is launched: in a container (launch.containers has each runtime's
-    words), or bare."""
+    """How every rank is launched: in a container or bare. Each runtime's rules and launch
+    words are its class in hpcjax/containers/runtimes/."""
 
-    runtime: str = "none"  # apptainer | singularity | charliecloud | pyxis | none
+    runtime: str = runtime_table.BARE  # one of runtime_table.names(): apptainer, singularity, charliecloud, ...
     image: str | None = None  # a .sif path, a URI, a Charliecloud directory, a pyxis image, or $VAR
     binds: tuple[str, ...] = ()  # SRC[:DST[:OPTS]]; the source must exist when the job is submitted
     flags: tuple[str, ...] = ()  # extra arguments to the runtime (`<rt> exec`, ch-run, srun for pyxis)
@@ -130,56 +91,28 @@ class Container:
     bind_hpcjax: bool = True  # bind hpcjax's rank side into the image (off for images that ship hpcjax)
 
     def __post_init__(self) -> None:
-        if self.runtime not in RUNTIMES:
-            raise SpecError(f"unknown container runtime {self.runtime!r}",
-                            f"valid runtimes: {', '.join(RUNTIMES)}")
+        runtime = runtime_table.get(self.runtime)  # an unknown name lists the valid ones
         object.__setattr__(self, "binds", tuple(self.binds))
-        flags = tuple(self.flags)
-        if self.runtime in ("apptainer", "singularity") and ("--cleanenv" in flags or "-e" in flags):
-            object.__setattr__(self, "cleanenv", True)  # Apptainer's own spelling of the option
-            flags = tuple(f for f in flags if f not in ("--cleanenv", "-e"))
-        object.__setattr__(self, "flags", flags)
-        if self.runtime == "none":
-            if self.image is not None or self.binds or self.flags or self.cleanenv:
-                raise SpecError("an image, binds, container flags or cleanenv were given with runtime 'none'",
-                                "pick a runtime (--runtime apptainer) or drop --image/--bind")
-            return
-        if self.image is None:
-            raise SpecError(f"runtime {self.runtime!r} needs an image",
-                            "give the container image: --image /path/to/jax.sif")
-        if self.runtime == "pyxis" and self.cleanenv:
-            raise SpecError("pyxis has no clean environment: it passes the job's environment into the container",
-                            "drop --cleanenv with --runtime pyxis")
-        _require_text("image", self.image)
-        for bind in self.binds:
-            _require_text("bind", bind)
-            if self.runtime == "pyxis" and "," in bind:
-                raise SpecError(f"bind {bind!r} contains ',', which pyxis's --container-mounts splits on",
-                                "bind a path without commas (a link to it)")
-        for flag in self.flags:
-            _require_text("container flag", flag)
-        if self.runtime == "charliecloud" and "://" in self.image:
-            raise SpecError(f"Charliecloud runs an unpacked image, not {self.image!r}",
-                            "convert it first (ch-convert) and give the directory or .sqfs file")
-        if not self.image_is_local_file:
-            return
-        if not Path(self.image).exists():
-            raise SpecError(f"image {self.image!r} does not exist",
-                            "give the path of an existing image (a .sif file; a directory or .sqfs for "
-                            "charliecloud), a URI such as docker://nvcr.io/nvidia/jax:24.04-py3, or $VAR "
-                            "for an image that a module sets inside the job")
+        object.__setattr__(self, "flags", tuple(self.flags))
+        for name, value in runtime.normalize(self).items():
+            object.__setattr__(self, name, value)
+        runtime.check(self)
+
+    @property
+    def runtime_rules(self) -> runtime_table.Runtime:
+        return runtime_table.get(self.runtime)
+
+    @property
+    def in_container(self) -> bool:
+        return not self.runtime_rules.bare
 
     @property
     def image_env_var(self) -> str | None:
-        match = IMAGE_FROM_ENV.fullmatch(self.image or "")
-        return match.group(1) if match else None
+        return runtime_table.image_env_var(self.image)
 
     @property
     def image_is_local_file(self) -> bool:
-        if self.image is None or "://" in self.image or self.image_env_var is not None:
-            return False
-        # pyxis names registry images as registry#image:tag; only a .sqsh file is local
-        return self.runtime != "pyxis" or self.image.endswith(".sqsh")
+        return self.runtime_rules.image_is_local_file(self.image)
 
 
 @dataclass(frozen=True, kw_only=True)

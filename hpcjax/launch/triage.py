@@ -3,7 +3,7 @@ the line that shows it and what to do.
 
 The patterns are the words the tools really print (JAX and XLA, the coordination
 service, NCCL and gloo, SLURM's slurmstepd, the kernel's OOM killer, Python);
-tests/test_triage.py feeds real texts of each. The first cause in CAUSES that
+tests/launch/test_triage.py feeds real texts of each. The first cause in CAUSES that
 matches wins for a line, and causes are reported in the order of CAUSES, most
 specific first: "rank 3 stopped sending heartbeats" explains the other ranks'
 aborts, not the other way round.

@@ -12,7 +12,6 @@ whether this rank passed.
 
 from __future__ import annotations
 
-import os
 import socket
 
 import numpy as np
@@ -22,19 +21,14 @@ from hpcjax.contract import format_bytes
 from hpcjax.rank.mapping import DistributedEnv
 from hpcjax.rank.pairs import check_pairs, timed
 
-NODE_NAME_VARS = ("SLURMD_NODENAME", contract.NODE_NAME_ENV)  # SLURM's node name; the local backend's
 DEFAULT_SIZES = tuple(4096 * 4 ** i for i in range(8))  # 4 KiB .. 64 MiB per device
-
-
-def node_name() -> str:
-    return next((os.environ[v] for v in NODE_NAME_VARS if os.environ.get(v)), socket.gethostname())
 
 
 def _base(check: str, denv: DistributedEnv) -> dict:
     import jax
 
     return {"check": check, "rank": jax.process_index(), "processes": jax.process_count(),
-            "node": node_name(), "host": socket.gethostname()}
+            "node": contract.node_name(), "host": socket.gethostname()}
 
 
 def check_devices(denv: DistributedEnv) -> dict:

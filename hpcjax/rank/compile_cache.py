@@ -20,9 +20,10 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from hpcjax import contract
 from hpcjax.errors import HpcjaxError
 
-COMPILE_CACHE_ENV = "HPCJAX_COMPILE_CACHE"
+COMPILE_CACHE_ENV = contract.COMPILE_CACHE_ENV
 HITS, MISSES = "/jax/compilation_cache/cache_hits", "/jax/compilation_cache/cache_misses"
 DIR_MODE = 0o2775  # group members share it; new entries inherit the group
 
@@ -88,6 +89,16 @@ def enable(directory: str | Path) -> CacheStats:
         monitoring.register_event_listener(_stats.listen)
     _stats.directory = path
     return _stats
+
+
+def disable() -> None:
+    """No persistent cache for this process (`--compile-cache off` wins the job's variable).
+    Before the first compilation, like `enable`."""
+    global _stats
+    import jax
+
+    jax.config.update("jax_enable_compilation_cache", False)
+    _stats = None
 
 
 def enable_from_environment(environ=os.environ) -> CacheStats | None:

@@ -102,19 +102,18 @@ def _platform(environ: Mapping[str, str], gpu_available: bool, explicit: str | N
 
 def check_layout(environ: Mapping[str, str], num_processes: int, nodes: int | None) -> None:
     """The layout hpcjax rendered must be what the launcher started."""
-    want_nodes, gpus, k = (env_int(environ, name) for name in contract.LAYOUT_ENV)
-    if not (want_nodes and gpus and k):
+    layout = contract.Layout.from_env(environ)
+    if layout is None:
         return
-    per_node = gpus // k
-    if want_nodes * per_node != num_processes:
+    if layout.num_processes != num_processes:
         raise LayoutError(
-            f"the layout ({want_nodes} nodes x {gpus} GPUs, {k} per process) needs "
-            f"{want_nodes * per_node} processes but {num_processes} were started",
-            f"set `#SBATCH --nodes={want_nodes}` and `#SBATCH --ntasks-per-node={per_node}` "
-            f"(and srun --ntasks={want_nodes * per_node}), or re-render the script with hpcjax")
-    if nodes is not None and nodes != want_nodes:
-        raise LayoutError(f"the layout needs {want_nodes} nodes but the step runs on {nodes}",
-                          f"set `#SBATCH --nodes={want_nodes}`")
+            f"the layout ({layout.nodes} nodes x {layout.gpus_per_node} GPUs, {layout.gpus_per_process} per "
+            f"process) needs {layout.num_processes} processes but {num_processes} were started",
+            f"set `#SBATCH --nodes={layout.nodes}` and `#SBATCH --ntasks-per-node={layout.tasks_per_node}` "
+            f"(and srun --ntasks={layout.num_processes}), or re-render the script with hpcjax")
+    if nodes is not None and nodes != layout.nodes:
+        raise LayoutError(f"the layout needs {layout.nodes} nodes but the step runs on {nodes}",
+                          f"set `#SBATCH --nodes={layout.nodes}`")
 
 
 def which_launcher(environ: Mapping[str, str], given: launchers.Reading) -> str:

@@ -50,12 +50,11 @@ def has_cuda_plugin() -> bool:
 
 
 # The variables container runtimes set inside: the name to say where a rank runs.
-CONTAINER_MARKS = (("APPTAINER_CONTAINER", "apptainer"), ("SINGULARITY_CONTAINER", "singularity"),
-                   ("CH_RUNNING", "charliecloud"), ("PYXIS_VERSION", "pyxis"), ("ENROOT_ROOTFS", "enroot"))
-
-
 def container_name(environ: MutableMapping[str, str] = os.environ) -> str | None:
-    return next((name for var, name in CONTAINER_MARKS if environ.get(var)), None)
+    """The runtime whose container this rank runs in (each runtime names the variables it sets)."""
+    from hpcjax.containers.runtime import inside
+
+    return inside(environ)
 
 
 def check_gpu_usable(denv: DistributedEnv, environ: MutableMapping[str, str] = os.environ) -> None:

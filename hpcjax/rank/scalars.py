@@ -14,7 +14,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-DIRECTORY = "tensorboard"
+from hpcjax.rundir import RunDir
+
 
 
 class Scalars:
@@ -29,7 +30,7 @@ class Scalars:
             print("TensorBoard scalars off: tensorboardX is not installed here (the JSON lines have every step)",
                   file=sys.stderr, flush=True)
             return
-        self.writer = SummaryWriter(str(Path(run_dir) / DIRECTORY), purge_step=start_step or None, flush_secs=10)
+        self.writer = SummaryWriter(str(RunDir(run_dir).tensorboard), purge_step=start_step or None, flush_secs=10)
 
     def add(self, step: int, record: dict) -> None:
         if self.writer is None:

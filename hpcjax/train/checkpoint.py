@@ -22,7 +22,8 @@ class Checkpoints:
     def __init__(self, directory: Path, every: int) -> None:
         options = ocp.CheckpointManagerOptions(save_interval_steps=max(1, every), max_to_keep=KEEP,
                                                enable_async_checkpointing=True)
-        self.manager = ocp.CheckpointManager(Path(directory).resolve(), options=options)
+        self.directory = Path(directory).resolve()
+        self.manager = ocp.CheckpointManager(self.directory, options=options)
         self.every = every
 
     def latest_step(self) -> int | None:

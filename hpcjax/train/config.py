@@ -9,11 +9,13 @@ checks that need the mesh (does the batch split over the data axis?) are in
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 
-from hpcjax.contract import DEFAULT_RUN_DIR
+from hpcjax.contract import COMPILE_CACHE_ENV, DEFAULT_RUN_DIR
 from hpcjax.errors import ConfigError
 from hpcjax.validate import require_choice, require_int, require_number
+from hpcjax.rundir import RunDir
 
 STRATEGIES = ("dp", "fsdp", "tp", "fsdp_tp", "hsdp",  # hsdp: FSDP within each node, data parallel across nodes
               "pp", "dp_pp")  # pp: every device a pipeline stage; dp_pp: stages x data-parallel replicas
@@ -85,7 +87,7 @@ class TrainConfig:
     corpus_bytes: int = 4 << 20  # bytes of standard-library source to train on
     peak_tflops: float = 312.0  # per device, for MFU (A100 bfloat16 dense)
     stop_after: int | None = None  # stop after this many steps in this run, as if preempted
-    compile_cache: str = "auto"  # JAX's persistent cache: auto (<run_dir>/compile-cache), off, or a directory
+    compile_cache: str = "auto"  # JAX's persistent cache: auto ($HPCJAX_COMPILE_CACHE, else <run_dir>/compile-cache), off, or a directory
     profile_steps: str | None = None  # "A:B": a profiler trace of steps A..B (inclusive) into the run dir
     profile_all_ranks: bool = False  # trace on every process, not only process 0
     profile_server: int | None = None  # a port for JAX's profiler server (captures on demand)
@@ -160,10 +162,15 @@ class TrainConfig:
                               f"pick steps below --steps {self.steps}")
         return int(first), int(last)
 
-    def compile_cache_dir(self) -> str | None:
+    def compile_cache_dir(self, environ=os.environ) -> str | None:
+        """auto: the cache the job names in $HPCJAX_COMPILE_CACHE (one many runs share), else
+        the run directory's own."""
         if self.compile_cache == "off":
             return None
-        return f"{self.run_dir}/compile-cache" if self.compile_cache == "auto" else self.compile_cache
+        if self.compile_cache == "auto":
+            shared = environ.get(COMPILE_CACHE_ENV, "")
+            return None if shared == "off" else shared or str(RunDir(self.run_dir).compile_cache)
+        return self.compile_cache
 
     @property
     def micro_batch(self) -> int:

@@ -1,4 +1,6 @@
-"""The training loop: resume, step, record, checkpoint, evaluate.
+"""The training loop, in the stages the JAX cookbook names: start the process, build the
+program, resume, then for every step: take it, let each stage see it (train.stage), and
+end it (agree to stop, record the pace, checkpoint); then evaluate.
 
 Nothing inside the loop waits for the devices: metrics are read one step late
 (RecordWriter), the learning rate comes from NumPy on the host, and data is
@@ -12,22 +14,22 @@ from __future__ import annotations
 import dataclasses
 import json
 import sys
-from pathlib import Path
 
 import jax
 
+from hpcjax.rank import compile_cache
+from hpcjax.rundir import RunDir
 from hpcjax.train import data
 from hpcjax.train.checkpoint import Checkpoints
-from hpcjax.rank import compile_cache
+from hpcjax.train.config import TrainConfig
 from hpcjax.train.metrics import RecordWriter
 from hpcjax.train.observe import FirstStep, StepProfiler
 from hpcjax.train.pace import PaceMeter
 from hpcjax.train.pipeline import bubble_fraction
-from hpcjax.train.config import TrainConfig
 from hpcjax.train.shardings import describe_mesh
-from hpcjax.train.step import Trainer, learning_rate, node_of
+from hpcjax.train.step import StepProgram, build_program, learning_rate, node_of
 from hpcjax.train.stop import StepWatchdog, StopRequest, coordination_client, step_timeout_s
-from hpcjax.rank.checks import node_name
+from hpcjax.contract import node_name
 
 
 def say(text: str) -> None:
@@ -38,99 +40,137 @@ def say(text: str) -> None:
 def train(cfg: TrainConfig) -> dict:
     """Run (or resume) training in this process; every process of the job calls it.
     Returns a summary: losses, validation loss, where it started and stopped."""
+    start_process(cfg)
+    first_step = FirstStep()
+    program, state = build_program(cfg)
+    run = RunDir(cfg.run_dir)
+    train_tokens, val_tokens = data.load_corpus(cfg.corpus_bytes)
+    checkpoints = Checkpoints(run.checkpoints, cfg.checkpoint_every)
+    state, start, resumed = resume(checkpoints, state)
+    announce(cfg, program, start, len(train_tokens))
+    write_config(cfg, program, run)
+    writer = open_record(cfg, run, start, resumed)
+    pace = PaceMeter(coordination_client(), node_name(), cfg.pace_every, start, cfg.profile_range()) \
+        if jax.process_count() > 1 else None  # which rank the others wait for
+    watchdog = StepWatchdog(step_timeout_s(), jax.process_index())
+    # Outermost first: the watchdog's beat comes last, the pace capture ends after the writer.
+    stages = [s for s in (watchdog, pace, writer, StepProfiler(cfg.profile_range(), run.path, cfg.profile_all_ranks))
+              if s is not None]
+    end_step = StepEnd(cfg, start, StopRequest(), pace, writer, checkpoints, watchdog)
+    batches = program.batches(data.Batches(train_tokens, cfg.model.seq_len, cfg.batch_size, cfg.seed), start)
+    done, step_fn = start, None
+    try:
+        for step in range(start, cfg.steps):
+            lr, batch = learning_rate(cfg, step), next(batches)
+            if step_fn is None:  # compiled ahead of time, so the first step's phases are timed apart
+                step_fn = first_step.compile(program.train_step, state, batch, lr)
+            for stage in stages:
+                stage.before_step(step)
+            state, metrics = step_fn(state, batch, lr)
+            if step == start:
+                first_step.ran(metrics)
+                say(first_step.describe())
+            for stage in reversed(stages):
+                stage.after_step(step, lr, metrics)
+            done = step + 1
+            if end_step(done, state):
+                break
+        writer.flush()
+        val_loss = None if end_step.stopped_early else program.validation_loss(val_tokens, state["params"])
+        writer.write_event({"step": done, "val_loss": val_loss, "stopped_early": end_step.stopped_early})
+    finally:
+        for stage in reversed(stages):  # the final evaluation and the last save's wait are not steps
+            stage.close()
+        checkpoints.close()
+    return {**summarize(cfg, writer.history, start, val_loss, end_step.stopped_early, run.path),
+            "time_to_first_step": first_step.as_dict() if done > start else None}
+
+
+def start_process(cfg: TrainConfig) -> None:
+    """JAX initialized for the job's layout, the compilation cache and the profiler server on."""
     from hpcjax.rank.runtime import initialize
 
     initialize()  # a no-op when the caller has already initialized
     if cfg.compile_cache_dir():
         compile_cache.enable(cfg.compile_cache_dir())  # before anything compiles
+    else:
+        compile_cache.disable()  # off wins a cache the job's environment names
     if cfg.profile_server:
         jax.profiler.start_server(cfg.profile_server)
         say(f"profiler server on port {cfg.profile_server} of every process (capture from TensorBoard)")
-    first_step = FirstStep()
-    trainer = Trainer(cfg)
-    run_dir = Path(cfg.run_dir)
-    profiler = StepProfiler(cfg.profile_range(), run_dir, cfg.profile_all_ranks)
-    train_tokens, val_tokens = data.load_corpus(cfg.corpus_bytes)
-    corpus = data.Batches(train_tokens, cfg.model.seq_len, cfg.batch_size, cfg.seed)
-    checkpoints = Checkpoints(run_dir / "checkpoints", cfg.checkpoint_every)
-    state, start = trainer.init_state(), 0
+
+
+def resume(checkpoints: Checkpoints, state) -> tuple[dict, int, bool]:
+    """The state to start from, its step, and whether it came from a checkpoint."""
     latest = checkpoints.latest_step()
-    if latest is not None:
-        state, start = checkpoints.restore(latest, state)
-        say(f"resumed from the checkpoint of step {latest} in {run_dir / 'checkpoints'}")
-    say(f"training {cfg.strategy} on mesh {describe_mesh(trainer.mesh, node_of)} ({jax.device_count()} devices, "
-        f"{jax.process_count()} processes): steps {start}..{cfg.steps}, corpus {len(train_tokens)} bytes")
-    if trainer.pipelined:
-        stages = trainer.mesh.shape["stage"]
+    if latest is None:
+        return state, 0, False
+    state, start = checkpoints.restore(latest, state)
+    say(f"resumed from the checkpoint of step {latest} in {checkpoints.directory}")
+    return state, start, True
+
+
+def announce(cfg: TrainConfig, program: StepProgram, start: int, corpus_bytes: int) -> None:
+    say(f"training {cfg.strategy} on mesh {describe_mesh(program.mesh, node_of)} ({jax.device_count()} devices, "
+        f"{jax.process_count()} processes): steps {start}..{cfg.steps}, corpus {corpus_bytes} bytes")
+    if program.pipelined:
+        stages = program.mesh.shape["stage"]
         say(f"pipeline: {cfg.model.layers // stages} layer(s) on each of {stages} stages, {cfg.microbatches} "
             f"micro-batches per step (GPipe): bubble {bubble_fraction(stages, cfg.microbatches):.1%} of the schedule")
-    if jax.process_index() == 0:  # what `hpcjax report` shows of the run's configuration and layout
-        run_dir.mkdir(parents=True, exist_ok=True)
-        (run_dir / "config.json").write_text(json.dumps(
-            {**dataclasses.asdict(cfg), "mesh": describe_mesh(trainer.mesh, node_of), "devices": jax.device_count(),
-             "processes": jax.process_count(), "nodes": trainer.nodes}, default=str, indent=1))
+
+
+def write_config(cfg: TrainConfig, program: StepProgram, run: RunDir) -> None:
+    """What `hpcjax report` shows of the run's configuration and layout (process 0)."""
+    if jax.process_index() == 0:
+        run.path.mkdir(parents=True, exist_ok=True)
+        run.config.write_text(json.dumps(
+            {**dataclasses.asdict(cfg), "mesh": describe_mesh(program.mesh, node_of), "devices": jax.device_count(),
+             "processes": jax.process_count(), "nodes": program.nodes}, default=str, indent=1))
+
+
+def open_record(cfg: TrainConfig, run: RunDir, start: int, resumed: bool) -> RecordWriter:
+    """The metrics record (process 0 writes it), begun with a line saying where this run started."""
     tokens_per_step = cfg.batch_size * cfg.model.seq_len
-    writer = RecordWriter(run_dir / "metrics.jsonl" if jax.process_index() == 0 else None,
-                          tokens_per_step=tokens_per_step,
+    writer = RecordWriter(run.metrics if jax.process_index() == 0 else None, tokens_per_step=tokens_per_step,
                           flops_per_step=cfg.model.flops_per_token() * tokens_per_step,
                           peak_flops=cfg.peak_tflops * 1e12 * jax.device_count(),
                           total_steps=cfg.steps, log_every=cfg.log_every, start_step=start)
     # Marks where each run began, so a report shows a resume that redid no step too.
-    writer.write_event({"step": start, "run_started": True, "resumed": latest is not None})
-    stop, stopped_early = StopRequest(), False
-    pace = PaceMeter(coordination_client(), node_name(), cfg.pace_every, start, cfg.profile_range()) \
-        if jax.process_count() > 1 else None  # which rank the others wait for
-    watchdog = StepWatchdog(step_timeout_s(), jax.process_index())
-    batches = trainer.batches(corpus, start)
-    done = start
-    try:
-        for step in range(start, cfg.steps):
-            lr = learning_rate(cfg, step)
-            batch = next(batches)
-            if step == start:
-                first_step.compile(trainer, state, batch, lr)
-            if pace is not None:
-                pace.before(step)
-            with profiler.before(step):
-                state, metrics = trainer.train_step(state, batch, lr)
-            if step == start:
-                first_step.ran(metrics)
-                say(first_step.describe())
-            profiler.after(step, metrics)
-            writer(step, lr, metrics)  # waits for the previous step's metrics: it has finished
-            if pace is not None:  # after the writer: its clock sees a capture's wait as this step's
-                pace.after(step, metrics)
-            watchdog.beat(step)
-            done = step + 1
-            last_of_run = cfg.stop_after is not None and done - start >= cfg.stop_after
-            warned = stop.agreed(done, pace)  # every step: a warning is honoured at once, not at a checkpoint
-            if pace is not None:
-                writer.pace(pace.take())
-            at_checkpoint = checkpoints.every > 0 and done % checkpoints.every == 0
-            if at_checkpoint or last_of_run or warned or done == cfg.steps:
-                stopped_early = (last_of_run or warned) and done < cfg.steps
-                writer.flush()  # this step's record, timed before the save pauses the loop
-                saved = checkpoints.every > 0 and checkpoints.save(
-                    done, state, data_position=done, force=stopped_early or done == cfg.steps)
-                writer.restart_clock()
-                watchdog.beat()
-                if stopped_early:
-                    stop.leave_marker(done)
-                    say(f"stopping after step {done} " + ("(checkpoint saved); run again to resume" if saved
-                                                          else "without a checkpoint (--checkpoint-every 0)"))
-                    break
-        writer.flush()
-        val_loss = None if stopped_early else trainer.validation_loss(val_tokens, state["params"])
-        writer.write_event({"step": done, "val_loss": val_loss, "stopped_early": stopped_early})
-    finally:
-        profiler.close()
-        if pace is not None:
-            pace.close()
-        watchdog.close()  # the final evaluation and the last save's wait are not steps
-        checkpoints.close()
-        writer.close()
-    return {**summarize(cfg, writer.history, start, val_loss, stopped_early, run_dir),
-            "time_to_first_step": first_step.as_dict() if done > start else None}
+    writer.write_event({"step": start, "run_started": True, "resumed": resumed})
+    return writer
+
+
+class StepEnd:
+    """The end of every step: agree with the other processes whether to stop (SLURM's warning
+    reached one), take the pace capture's record, and checkpoint when it is time (or when
+    the run stops early, whatever --checkpoint-every is)."""
+
+    def __init__(self, cfg: TrainConfig, start: int, stop: StopRequest, pace: PaceMeter | None,
+                 writer: RecordWriter, checkpoints: Checkpoints, watchdog: StepWatchdog) -> None:
+        self.cfg, self.start, self.stop, self.pace = cfg, start, stop, pace
+        self.writer, self.checkpoints, self.watchdog = writer, checkpoints, watchdog
+        self.stopped_early = False
+
+    def __call__(self, done: int, state) -> bool:
+        """True: the loop stops after step `done`."""
+        last_of_run = self.cfg.stop_after is not None and done - self.start >= self.cfg.stop_after
+        warned = self.stop.agreed(done, self.pace)  # every step: a warning is honoured at once
+        if self.pace is not None:
+            self.writer.pace(self.pace.take())
+        at_checkpoint = self.checkpoints.every > 0 and done % self.checkpoints.every == 0
+        if not (at_checkpoint or last_of_run or warned or done == self.cfg.steps):
+            return False
+        self.stopped_early = (last_of_run or warned) and done < self.cfg.steps
+        self.writer.flush()  # this step's record, timed before the save pauses the loop
+        saved = self.checkpoints.every > 0 and self.checkpoints.save(
+            done, state, data_position=done, force=self.stopped_early or done == self.cfg.steps)
+        self.writer.restart_clock()
+        self.watchdog.beat()
+        if self.stopped_early:
+            self.stop.leave_marker(done)
+            say(f"stopping after step {done} " + ("(checkpoint saved); run again to resume" if saved
+                                                  else "without a checkpoint (--checkpoint-every 0)"))
+        return self.stopped_early
 
 
 def summarize(cfg, history, start, val_loss, stopped_early, run_dir) -> dict:

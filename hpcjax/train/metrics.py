@@ -14,6 +14,7 @@ from pathlib import Path
 import jax
 
 from hpcjax.rank.scalars import Scalars
+from hpcjax.train.stage import Stage
 
 # metrics.jsonl's names -> TensorBoard's tags (grouped into sections by the prefix)
 TAGS = {"loss": "train/loss", "grad_norm": "train/grad_norm", "learning_rate": "train/learning_rate",
@@ -21,7 +22,7 @@ TAGS = {"loss": "train/loss", "grad_norm": "train/grad_norm", "learning_rate": "
         "others_wait": "perf/others_wait", "val_loss": "eval/val_loss"}  # others_wait: train.pace
 
 
-class RecordWriter:
+class RecordWriter(Stage):
     def __init__(self, path: Path | None, *, tokens_per_step: int, flops_per_step: float, peak_flops: float,
                  total_steps: int, log_every: int, start_step: int = 0) -> None:
         self.file = open(path, "a") if path is not None else None  # None: not process 0
@@ -38,6 +39,9 @@ class RecordWriter:
         previous, self.pending = self.pending, (step, learning_rate, metrics)
         if previous is not None:
             self._write(*previous)
+
+    def after_step(self, step: int, learning_rate: float, metrics) -> None:
+        self(step, learning_rate, metrics)
 
     def flush(self) -> None:
         if self.pending is not None:

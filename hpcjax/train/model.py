@@ -4,7 +4,6 @@ directly in their shardings with jax.nn.initializers, as the cookbook does.
 
 from __future__ import annotations
 
-import itertools
 import jax
 import jax.numpy as jnp
 from jax.sharding import Mesh
@@ -14,18 +13,18 @@ from hpcjax.train.shardings import Specs, named
 
 
 def init_params(config: ModelConfig, specs: Specs, mesh: Mesh, key: jax.Array) -> dict:
-    """Every parameter initialized on the devices that hold its shard."""
-    keys = (jax.random.fold_in(key, i) for i in itertools.count())
+    """Every parameter initialized on the devices that hold its shard, in one jitted program
+    (one compile, not one per parameter) whose out_shardings are the parameters' own."""
     he, normal = jax.nn.initializers.he_normal(), jax.nn.initializers.normal(0.02)
     zeros, ones = jax.nn.initializers.zeros, jax.nn.initializers.ones
-    c, f32 = config, jnp.float32
+    c, plan = config, []  # (initializer, shape, PartitionSpec), in the order the keys are folded in
 
-    def make(init, shape, spec, fan_in_axes=None):
+    def make(init, shape, spec, fan_in_axes=None) -> int:
         if fan_in_axes is not None:  # he_normal over the contracted axes only
             init = jax.nn.initializers.variance_scaling(2.0, "fan_in", "truncated_normal",
                                                         in_axis=fan_in_axes[0], out_axis=fan_in_axes[1])
-        # Jitted with out_shardings: each device computes only its own shard.
-        return jax.jit(lambda k: init(k, shape, f32), out_shardings=named(mesh, spec))(next(keys))
+        plan.append((init, shape, spec))
+        return len(plan) - 1
 
     def norm():
         return {"scale": make(ones, (c.d_model,), specs.vector), "bias": make(zeros, (c.d_model,), specs.vector)}
@@ -38,7 +37,7 @@ def init_params(config: ModelConfig, specs: Specs, mesh: Mesh, key: jax.Array) -
         "mlp_in": make(he, (c.d_model, c.d_ff), specs.mlp_in),
         "mlp_out": make(he, (c.d_ff, c.d_model), specs.mlp_out),
     } for _ in range(c.layers)]
-    return {
+    layout = {  # each leaf: its place in the plan
         "embed": make(normal, (c.vocab, c.d_model), specs.embed),
         "pos_embed": make(normal, (c.seq_len, c.d_model), specs.pos_embed),
         "layers": layers,
@@ -46,6 +45,13 @@ def init_params(config: ModelConfig, specs: Specs, mesh: Mesh, key: jax.Array) -
         "out_kernel": make(he, (c.d_model, c.vocab), specs.out_kernel),
         "out_bias": make(zeros, (c.vocab,), specs.vector),
     }
+
+    def create(key):
+        made = [init(jax.random.fold_in(key, i), shape, jnp.float32) for i, (init, shape, _) in enumerate(plan)]
+        return jax.tree.map(lambda i: made[i], layout)
+
+    shardings = jax.tree.map(lambda i: named(mesh, plan[i][2]), layout)
+    return jax.jit(create, out_shardings=shardings)(key)
 
 
 def _layer_norm(x, p, eps=1e-5):

@@ -8,7 +8,6 @@ and execution are timed apart; it is the only step the host waits for on purpose
 
 from __future__ import annotations
 
-import contextlib
 import sys
 import time
 from pathlib import Path
@@ -16,6 +15,8 @@ from pathlib import Path
 import jax
 
 from hpcjax.rank import compile_cache, runtime
+from hpcjax.rundir import RunDir
+from hpcjax.train.stage import Stage
 
 
 class FirstStep:
@@ -26,13 +27,15 @@ class FirstStep:
         self.compile_s = self.step_s = None
         self.cache = ""
 
-    def compile(self, trainer, state, batch, lr) -> None:
+    def compile(self, step_fn, state, batch, lr):
+        """The jitted step compiled ahead of time for these arguments (timed)."""
         stats = compile_cache.stats()
         before = (stats.hits, stats.misses) if stats else (0, 0)
         begun = time.monotonic()
-        trainer.train_step = trainer.train_step.lower(state, batch, lr).compile()
+        compiled = step_fn.lower(state, batch, lr).compile()
         self.compile_s = time.monotonic() - begun
         self.cache = stats.describe(before) if stats else "compiled (no persistent compilation cache)"
+        return compiled
 
     def ran(self, outputs) -> None:
         begun = time.monotonic()
@@ -58,28 +61,32 @@ class FirstStep:
         return head + " = " + ", ".join(p for p in parts if p)
 
 
-class StepProfiler:
+class StepProfiler(Stage):
     """A JAX profiler trace of steps first..last (inclusive) on process 0, or on every
     process, into <run_dir>/profile, where TensorBoard's profile plugin looks."""
 
     def __init__(self, steps: tuple[int, int] | None, run_dir: Path, all_ranks: bool) -> None:
         self.first, self.last = steps if steps else (None, None)
-        self.directory = run_dir / "profile"
+        self.directory = RunDir(run_dir).profile
         self.active = steps is not None and (all_ranks or jax.process_index() == 0)
         self.tracing = False
+        self.annotation = None  # the traced step's annotation, open around its dispatch
 
-    def before(self, step: int):
-        """A context for the step: starts the trace at the first step, annotates each traced one."""
+    def before_step(self, step: int) -> None:
+        """Starts the trace at the first step, and annotates each traced one."""
         if self.active and step == self.first:
             jax.profiler.start_trace(str(self.directory))
             self.tracing = True
         if self.tracing:
-            return jax.profiler.StepTraceAnnotation("train", step_num=step)
-        return contextlib.nullcontext()
+            self.annotation = jax.profiler.StepTraceAnnotation("train", step_num=step)
+            self.annotation.__enter__()
 
-    def after(self, step: int, outputs) -> None:
+    def after_step(self, step: int, learning_rate: float, metrics) -> None:
+        if self.annotation is not None:
+            self.annotation.__exit__(None, None, None)
+            self.annotation = None
         if self.tracing and step == self.last:
-            jax.block_until_ready(outputs)  # the traced steps' device work belongs in the trace
+            jax.block_until_ready(metrics)  # the traced steps' device work belongs in the trace
             jax.profiler.stop_trace()
             self.tracing = False
             print(f"hpcjax: process {jax.process_index()}: profile of steps {self.first}..{self.last} in "

@@ -31,6 +31,7 @@ from pathlib import Path
 import jax
 
 from hpcjax.train.config import PACE_STEPS
+from hpcjax.train.stage import Stage
 
 SLOW_SHARE = 0.15   # the others wait at least this share of each step for the slow rank
 STREAK = 3          # captures in a row a rank must wait least in before it is named
@@ -122,7 +123,7 @@ def read_trace(directory: Path) -> list[tuple[str, str, str, int]]:
             for plane in data.planes for line in plane.lines for event in line.events]
 
 
-class PaceMeter:
+class PaceMeter(Stage):
     """Captures, shares and (on process 0) judges; `record` holds the latest capture's
     record for metrics.jsonl until the loop takes it."""
 
@@ -141,7 +142,7 @@ class PaceMeter:
         return (self.every > 0 and (last + 1) % self.every == 0 and first >= self.start + self.every
                 and not (self.avoid and first <= self.avoid[1] and last >= self.avoid[0]))
 
-    def before(self, step: int) -> None:
+    def before_step(self, step: int) -> None:
         if self._captures(step):
             self.trace_dir, self.failure = Path(tempfile.mkdtemp(prefix="hpcjax-pace-")), None
             try:
@@ -151,7 +152,9 @@ class PaceMeter:
                 self._clean()
             self.began = time.perf_counter()
 
-    def after(self, step: int, outputs) -> None:
+    def after_step(self, step: int, learning_rate: float, outputs) -> None:
+        """After the record writer (a stage outside this one): its clock takes a capture's
+        wait as that step's time, so no false tokens/s spike follows."""
         if not self._captures(step - PACE_STEPS + 1):
             return
         if self.trace_dir is None:  # shared anyway: every process shares after the same steps

@@ -6,7 +6,7 @@ makes the host wait for the devices.
     summary = train(TrainConfig(strategy="fsdp", steps=200))
 
 This module holds the pieces of one step (optimizer, schedule, the jitted step,
-batches); `loop` runs them.
+batches), built once into a StepProgram; `loop` runs it.
 
 Optimizer: optax's clip_by_global_norm + scale_by_adam + add_decayed_weights
 (AdamW with decoupled decay, masked off vectors), scaled by a learning rate the
@@ -17,7 +17,7 @@ shardings with optax.tree_map_params.
 
 from __future__ import annotations
 
-import os
+from dataclasses import dataclass
 
 import jax
 import jax.numpy as jnp
@@ -25,7 +25,7 @@ import numpy as np
 import optax
 from jax.sharding import PartitionSpec as P
 
-from hpcjax.contract import NODES_ENV
+from hpcjax.contract import Layout
 from hpcjax.train import data, model, pipeline, shardings
 from hpcjax.train.config import PIPELINES, TrainConfig
 
@@ -55,73 +55,38 @@ def make_optimizer(cfg: TrainConfig) -> optax.GradientTransformation:
                        optax.add_decayed_weights(cfg.weight_decay, mask=matrices_only))
 
 
-def nodes_of_job() -> int:
-    """The job's nodes (the layout the script exported); 1 outside a job. Processes are
-    placed on nodes in blocks, in order, as srun and the local backend do."""
-    nodes = int(os.environ.get(NODES_ENV, "1") or 1)
-    return nodes if nodes > 0 and jax.process_count() % nodes == 0 else 1
+def job_layout() -> Layout:
+    """The job's layout as the script exported it; outside a job (or where it does not match
+    the processes JAX started), every process on one node."""
+    layout = Layout.from_env()
+    if layout is None or layout.num_processes != jax.process_count():
+        return Layout(nodes=1, gpus_per_node=jax.process_count())
+    return layout
 
 
 def node_of(device) -> int:
-    return device.process_index // max(1, jax.process_count() // nodes_of_job())
+    """The node a device's process runs on (processes are placed on nodes in blocks)."""
+    return job_layout().node_of(device.process_index)
 
 
-class Trainer:
-    """The pieces a run needs, built once: mesh, specs, optimizer, jitted step and eval."""
+@dataclass(frozen=True)
+class StepProgram:
+    """What a run needs to take steps, built once by `build_program`: the mesh, the
+    shardings, the optimizer, the jitted step (compiled for the state's shardings) and eval."""
 
-    def __init__(self, cfg: TrainConfig) -> None:
-        self.cfg = cfg
-        self.nodes = nodes_of_job()
-        self.mesh = shardings.make_mesh(cfg.strategy, jax.devices(), cfg.tensor_size, self.nodes, cfg.stages)
-        cfg.check_mesh(self.mesh.shape[shardings.DATA], self.mesh.shape[shardings.TENSOR],
-                       self.mesh.shape[shardings.REPLICA])
-        self.specs = shardings.SPECS[cfg.strategy]
-        self.optimizer = make_optimizer(cfg)
-        self.dtype = jnp.bfloat16 if cfg.bf16 else jnp.float32
-        self.replicated = shardings.named(self.mesh, P())
-        self.batch_sharding = shardings.named(self.mesh, P(None, shardings.BATCH, None))  # (accum, batch, seq)
-        self.train_step = None  # compiled for the state's shardings by init_state
-        self.pipelined = cfg.strategy in PIPELINES
-        if self.pipelined:
-            self._loss = pipeline.loss_fn(cfg.model, self.mesh, cfg.microbatches, self.dtype)
-        self.eval_loss = jax.jit(self._loss)
-
-    def init_state(self) -> dict:
-        params = model.init_params(self.cfg.model, self.specs, self.mesh, jax.random.key(self.cfg.seed))
-        if self.pipelined:
-            params = pipeline.stack_layers(params, self.mesh)
-        param_shardings = jax.tree.map(lambda p: p.sharding, params)
-        opt_shardings = optax.tree_map_params(self.optimizer, lambda _, s: s,
-                                              jax.eval_shape(self.optimizer.init, params), param_shardings,
-                                              transform_non_params=lambda _: self.replicated)
-        opt_state = jax.jit(self.optimizer.init, out_shardings=opt_shardings)(params)
-        step = jax.device_put(np.zeros((), np.int32), self.replicated)
-        state = {"params": params, "opt": opt_state, "step": step}
-        # The step returns the state in the shardings it came in: otherwise the compiler
-        # may pick others and every call would first reshard the whole state.
-        self.state_shardings = jax.tree.map(lambda a: a.sharding, state)
-        self.train_step = jax.jit(self._train_step, donate_argnums=0,
-                                  out_shardings=(self.state_shardings, self.replicated))
-        return state
-
-    def _loss(self, params, batch):
-        logits = model.model_apply(self.cfg.model, self.specs, self.mesh, params, batch["inputs"], self.dtype)
-        return model.next_token_loss(logits, batch["targets"])
-
-    def _train_step(self, state, batch, lr):
-        grad_fn = jax.value_and_grad(self._loss)
-
-        def accumulate(total, micro):
-            loss, grads = grad_fn(state["params"], micro)
-            return jax.tree.map(jnp.add, total, grads), loss
-
-        zeros = jax.tree.map(jnp.zeros_like, state["params"])
-        grads, losses = jax.lax.scan(accumulate, zeros, batch)
-        grads = jax.tree.map(lambda g: g / self.cfg.accum_steps, grads)
-        updates, opt_state = self.optimizer.update(grads, state["opt"], state["params"])
-        params = jax.tree.map(lambda p, u: p - lr * u, state["params"], updates)
-        metrics = {"loss": losses.mean(), "grad_norm": optax.global_norm(grads)}
-        return {"params": params, "opt": opt_state, "step": state["step"] + 1}, metrics
+    cfg: TrainConfig
+    nodes: int
+    mesh: object
+    specs: dict
+    optimizer: optax.GradientTransformation
+    dtype: object
+    replicated: object
+    batch_sharding: object
+    state_shardings: dict
+    step: object  # (state, batch, lr) -> (state, metrics), not jitted (a benchmark fuses several under scan)
+    train_step: object  # the step jitted for the state's shardings; donates the state
+    eval_loss: object  # jitted: (params, batch) -> loss
+    pipelined: bool
 
     def batches(self, corpus: data.Batches, start_step: int):
         """Device batches from this process's rows only (make_array_from_process_local_data)."""
@@ -145,3 +110,65 @@ class Trainer:
         batch = jax.tree.map(lambda x: jax.make_array_from_process_local_data(
             sharding, x[first:last], x.shape), windows)
         return float(jax.device_get(self.eval_loss(params, batch)))
+
+
+def loss_function(cfg: TrainConfig, mesh, specs, dtype):
+    """(params, batch) -> mean next-token loss, for the strategy's layout of the model."""
+    if cfg.strategy in PIPELINES:
+        return pipeline.loss_fn(cfg.model, mesh, cfg.microbatches, dtype)
+
+    def loss(params, batch):
+        logits = model.model_apply(cfg.model, specs, mesh, params, batch["inputs"], dtype)
+        return model.next_token_loss(logits, batch["targets"])
+
+    return loss
+
+
+def step_function(cfg: TrainConfig, loss, optimizer):
+    """One optimizer step over `accum_steps` micro-batches (scanned), at the host's learning rate."""
+    grad_fn = jax.value_and_grad(loss)
+
+    def train_step(state, batch, lr):
+        def accumulate(total, micro):
+            value, grads = grad_fn(state["params"], micro)
+            return jax.tree.map(jnp.add, total, grads), value
+
+        zeros = jax.tree.map(jnp.zeros_like, state["params"])
+        grads, losses = jax.lax.scan(accumulate, zeros, batch)
+        grads = jax.tree.map(lambda g: g / cfg.accum_steps, grads)
+        updates, opt_state = optimizer.update(grads, state["opt"], state["params"])
+        params = jax.tree.map(lambda p, u: p - lr * u, state["params"], updates)
+        metrics = {"loss": losses.mean(), "grad_norm": optax.global_norm(grads)}
+        return {"params": params, "opt": opt_state, "step": state["step"] + 1}, metrics
+
+    return train_step
+
+
+def build_program(cfg: TrainConfig) -> tuple[StepProgram, dict]:
+    """The program and the initial state, made together: parameters are born in their
+    shardings, and the step is compiled for exactly those (else the compiler may pick
+    others and every call would first reshard the whole state)."""
+    layout = job_layout()
+    mesh = shardings.make_mesh(cfg.strategy, jax.devices(), cfg.tensor_size, layout.nodes, cfg.stages)
+    cfg.check_mesh(mesh.shape[shardings.DATA], mesh.shape[shardings.TENSOR], mesh.shape[shardings.REPLICA])
+    specs, optimizer = shardings.SPECS[cfg.strategy], make_optimizer(cfg)
+    dtype = jnp.bfloat16 if cfg.bf16 else jnp.float32
+    replicated = shardings.named(mesh, P())
+    params = model.init_params(cfg.model, specs, mesh, jax.random.key(cfg.seed))
+    if cfg.strategy in PIPELINES:
+        params = pipeline.stack_layers(params, mesh)
+    param_shardings = jax.tree.map(lambda p: p.sharding, params)
+    opt_shardings = optax.tree_map_params(optimizer, lambda _, s: s, jax.eval_shape(optimizer.init, params),
+                                          param_shardings, transform_non_params=lambda _: replicated)
+    opt_state = jax.jit(optimizer.init, out_shardings=opt_shardings)(params)
+    state = {"params": params, "opt": opt_state, "step": jax.device_put(np.zeros((), np.int32), replicated)}
+    state_shardings = jax.tree.map(lambda a: a.sharding, state)
+    loss = loss_function(cfg, mesh, specs, dtype)
+    step = step_function(cfg, loss, optimizer)
+    program = StepProgram(
+        cfg=cfg, nodes=layout.nodes, mesh=mesh, specs=specs, optimizer=optimizer, dtype=dtype,
+        replicated=replicated, batch_sharding=shardings.named(mesh, P(None, shardings.BATCH, None)),  # (accum, batch, seq)
+        state_shardings=state_shardings,
+        step=step, train_step=jax.jit(step, donate_argnums=0, out_shardings=(state_shardings, replicated)),
+        eval_loss=jax.jit(loss), pipelined=cfg.strategy in PIPELINES)
+    return program, state

@@ -27,6 +27,7 @@ import jax
 
 from hpcjax.contract import STOP_MARKER_ENV
 from hpcjax.errors import ConfigError
+from hpcjax.train.stage import Stage
 
 STEP_TIMEOUT_ENV = "HPCJAX_STEP_TIMEOUT"
 DEFAULT_STEP_TIMEOUT_S = 1800  # longer than any compile, save or evaluation should take
@@ -86,7 +87,7 @@ def step_timeout_s(environ=os.environ) -> int:
     return int(value)
 
 
-class StepWatchdog:
+class StepWatchdog(Stage):
     """Ends this process when no step finishes for `timeout_s`: a rank stuck in a collective
     whose peers still send heartbeats would otherwise hold the job until its time limit.
     It prints what every thread was doing, then exits with STUCK_EXIT_CODE, so srun ends
@@ -102,6 +103,9 @@ class StepWatchdog:
     def beat(self, step: int | None = None) -> None:
         """A step (or a long pause on purpose: compile, save, evaluation) has finished."""
         self.last, self.step = time.monotonic(), step if step is not None else self.step
+
+    def after_step(self, step: int, learning_rate: float, metrics) -> None:
+        self.beat(step)
 
     def close(self) -> None:
         self._done.set()

@@ -1,0 +1,57 @@
+"""Charliecloud (ch-run 0.31): `ch-run -b SRC:DST -c $PWD IMAGE -- CMD`, unprivileged.
+
+The image is an unpacked directory or a SquashFS file. ch-run wants $USER, binds only onto
+targets that exist in the image, and binds the host's /etc/hosts only onto an existing file
+(without it no node name resolves inside and the ranks cannot find the coordinator).
+Under --cleanenv the coordinator wrapper cleans the environment to the names a rank needs
+before ch-run starts.
+"""
+
+from __future__ import annotations
+
+import shlex
+
+from hpcjax.containers.binds import LOG_DIR, binds_of, passed_names, python_path
+from hpcjax.containers.runtime import Launch, Runtime, register
+from hpcjax.contract import LOG_DIR_ENV
+from hpcjax.errors import SpecError
+
+# What ch-run itself and a shell need when the environment is cleaned before it.
+CH_RUN_KEEPS = ("PATH", "USER", "HOME", "LANG", "TERM")
+
+
+@register
+class Charliecloud(Runtime):
+    name = "charliecloud"
+    order = 30
+    program = "ch-run"
+    inside_marks = ("CH_RUNNING",)
+    image_help = "an unpacked image directory or a .sqfs file"
+
+    def check(self, container) -> None:
+        super().check(container)
+        if "://" in container.image:
+            raise SpecError(f"Charliecloud runs an unpacked image, not {container.image!r}",
+                            "convert it first (ch-convert) and give the directory or .sqfs file")
+
+    def launch(self, spec, image_word: str) -> Launch:
+        container = spec.container
+        pairs = binds_of(spec)
+        binds = "".join(f" -b {shlex.quote(s + ':' + t)}" for s, t in pairs)
+        pythonpath = python_path(spec)
+        env = f" --set-env={shlex.quote('PYTHONPATH=' + pythonpath)}" if pythonpath else ""
+        targets = "".join(f' "$hpcjax_image"{shlex.quote(t)}' for _, t in pairs)
+        prepare = ('export USER="${USER:-$(id -un)}"  # ch-run refuses to start without it',
+                   f"hpcjax_image={image_word}",
+                   "# ch-run 0.31 binds only onto targets that exist in the image, and the host's",
+                   "# /etc/hosts only onto an existing file (else no node name resolves inside).",
+                   f'if [ -d "$hpcjax_image" ] && ! {{ mkdir -p{targets} "$hpcjax_image$PWD" '
+                   f'"$hpcjax_image${LOG_DIR_ENV}" && touch "$hpcjax_image/etc/hosts"; }}; then',
+                   '  echo "hpcjax: cannot create the bind targets in the image $hpcjax_image;'
+                   ' add them to it (mkdir -p) or make it writable" >&2',
+                   "  exit 2",
+                   "fi")
+        keep = passed_names(spec) + CH_RUN_KEEPS if container.cleanenv else ()
+        words = (f'{self.program} -b "$PWD" -c "$PWD" -b {LOG_DIR}{binds}{env}{self.quoted_flags(container)}'
+                 ' "$hpcjax_image" --')
+        return Launch(words=words, prepare=prepare, keep_only=keep, program=self.program)

@@ -1,0 +1,125 @@
+"""A host's files, read and written the same way here and on a login node over SSH: the job
+followers (logs, attempts, the batch log, results of the Python API, a run's reports) read
+through these, never with open() on a path that may be another machine's.
+
+Remote reads are shell one-liners through the shared SSH connection (the login node needs
+a POSIX shell and coreutils, nothing else); reads of many files are one round trip.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import tempfile
+from pathlib import Path
+
+# For each (path, offset) pair: its size (-1 when missing), a newline, then its bytes from the
+# offset to that size. Size first, so a file that grows meanwhile is cut where it was measured.
+READ_NEW = r'''while [ $# -gt 1 ]; do p=$1; o=$2; shift 2
+if [ -f "$p" ]; then s=$(wc -c < "$p"); else s=-1; fi
+printf '%s\n' "$s"
+if [ "$s" -gt "$o" ]; then tail -c +$((o + 1)) "$p" | head -c $((s - o)); fi
+done'''
+
+
+class LocalFiles:
+    """This machine's files."""
+
+    def read_bytes(self, path: str) -> bytes | None:
+        try:
+            return Path(path).read_bytes()
+        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+            return None
+
+    def read_text(self, path: str) -> str | None:
+        data = self.read_bytes(path)
+        return None if data is None else data.decode(errors="replace")
+
+    def list_names(self, directory: str) -> list[str]:
+        try:
+            return sorted(os.listdir(directory))
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+
+    def read_new(self, offsets: dict[str, int]) -> dict[str, bytes | None]:
+        """Each file's bytes past its offset (None: the file is not there)."""
+        found = {}
+        for path, offset in offsets.items():
+            try:
+                with open(path, "rb") as handle:
+                    handle.seek(offset)
+                    found[path] = handle.read()
+            except (FileNotFoundError, IsADirectoryError):
+                found[path] = None
+        return found
+
+    def is_dir(self, path: str) -> bool:
+        return Path(path).is_dir()
+
+    def exists(self, path: str) -> bool:
+        return Path(path).exists()
+
+    def write_text(self, path: str, text: str) -> None:
+        """In one step: a reader never sees half of it."""
+        target = Path(path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
+        with os.fdopen(fd, "w") as handle:
+            handle.write(text)
+        os.replace(tmp, target)
+
+
+class RemoteFiles:
+    """A login node's files, through its host's `run_bytes`."""
+
+    def __init__(self, host) -> None:
+        self.host = host
+
+    def _sh(self, script: str, *args: str, input: bytes | None = None):
+        return self.host.run_bytes(["sh", "-c", script, "sh", *args], input=input)
+
+    def read_bytes(self, path: str) -> bytes | None:
+        done = self._sh('[ -f "$1" ] && cat -- "$1"', path)
+        return done.stdout if done.returncode == 0 else None
+
+    def read_text(self, path: str) -> str | None:
+        data = self.read_bytes(path)
+        return None if data is None else data.decode(errors="replace")
+
+    def list_names(self, directory: str) -> list[str]:
+        done = self._sh('[ -d "$1" ] && find "$1" -mindepth 1 -maxdepth 1 -printf "%f\\0"', directory)
+        return sorted(n for n in done.stdout.decode(errors="replace").split("\0") if n) if done.returncode == 0 else []
+
+    def read_new(self, offsets: dict[str, int]) -> dict[str, bytes | None]:
+        if not offsets:
+            return {}
+        args = [str(x) for pair in offsets.items() for x in pair]
+        out = self._sh(READ_NEW, *args).stdout
+        found, at = {}, 0
+        for path, offset in offsets.items():
+            end = out.index(b"\n", at)
+            size = int(out[at:end])
+            at = end + 1
+            if size < 0:
+                found[path] = None
+                continue
+            count = max(0, size - offset)
+            found[path], at = out[at:at + count], at + count
+        return found
+
+    def is_dir(self, path: str) -> bool:
+        return self._sh('[ -d "$1" ]', path).returncode == 0
+
+    def exists(self, path: str) -> bool:
+        return self._sh('[ -e "$1" ]', path).returncode == 0
+
+    def write_text(self, path: str, text: str) -> None:
+        done = self._sh('mkdir -p -- "$(dirname -- "$1")" && cat > "$1.tmp.$$" && mv -f -- "$1.tmp.$$" "$1"',
+                        path, input=text.encode())
+        if done.returncode != 0:
+            from hpcjax.errors import HpcjaxError
+
+            raise HpcjaxError(f"cannot write {path} on {self.host.destination}: "
+                              f"{done.stderr.decode(errors='replace').strip()}",
+                              f"check that the remote directory is writable: ssh {self.host.destination} "
+                              f"touch {shlex.quote(path)}")

@@ -1,0 +1,166 @@
+"""A cluster's login node over SSH, through the system's OpenSSH client (never a Python
+re-implementation): the user's ~/.ssh/config, ProxyJump, keys, certificates, agents and a
+site's two-factor prompts behave as in a terminal.
+
+One authenticated connection per destination, shared by every hpcjax command for
+CONTROL_PERSIST (OpenSSH connection multiplexing: ControlMaster/ControlPath/ControlPersist),
+so a site that asks for a second factor asks once, not at every `status`. The control
+sockets live in a directory only this user can read, short enough for a Unix socket path.
+
+Every command runs as `bash -lc '<argv quoted once>'` on the login node, so site PATHs and
+modules set in the login profile are there, as in an interactive login.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shlex
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from hpcjax.errors import HpcjaxError
+from hpcjax.hosts.files import RemoteFiles
+
+CONTROL_PERSIST = "10m"  # how long the shared connection outlives the last command
+CONNECT_TIMEOUT_S = 10
+SSH_FAILED = 255  # ssh's own exit code: the connection, not the remote command, failed
+# What OpenSSH says, and what the user should do about it.
+CONNECT_ERRORS = (
+    (r"Could not resolve hostname|Name or service not known|nodename nor servname",
+     "the host is unknown", "check the name (a Host alias of ~/.ssh/config, or user@login.example.org)"),
+    (r"Connection refused", "the connection was refused",
+     "check the port (Port in ~/.ssh/config) and that the login node's sshd is up"),
+    (r"Connection timed out|Operation timed out|No route to host|Network is unreachable",
+     "the host did not answer", "check the network (a VPN? a ProxyJump in ~/.ssh/config?)"),
+    (r"Permission denied|Too many authentication failures|no mutual signature",
+     "authentication failed", "check that `ssh DEST` logs in from a terminal: the key (IdentityFile), "
+                              "the agent (ssh-add -l) and the user name"),
+    (r"Host key verification failed|REMOTE HOST IDENTIFICATION HAS CHANGED",
+     "the host key is not known or has changed", "log in once with `ssh DEST` and check the key it shows"),
+)
+
+
+class ConnectionLost(HpcjaxError):
+    """SSH could not reach the cluster (or the connection dropped); a follower may retry."""
+
+
+def control_dir() -> Path:
+    """Where the shared connections' sockets live: this user's alone (0700), and short."""
+    base = Path(os.environ.get("XDG_RUNTIME_DIR") or tempfile.gettempdir()) / f"hpcjax-ssh-{os.getuid()}"
+    base.mkdir(mode=0o700, exist_ok=True)
+    info = base.stat()
+    if info.st_uid != os.getuid():
+        raise HpcjaxError(f"{base} belongs to another user: it cannot hold this user's SSH connections",
+                          "set XDG_RUNTIME_DIR to a directory of your own")
+    if info.st_mode & 0o077:
+        base.chmod(0o700)
+    return base
+
+
+def explain(said: str, destination: str) -> tuple[str, str]:
+    """(what went wrong, hint) from ssh's stderr."""
+    for pattern, what, hint in CONNECT_ERRORS:
+        if re.search(pattern, said, re.IGNORECASE):
+            return what, hint.replace("DEST", destination)
+    last = said.strip().splitlines()[-1] if said.strip() else "no message"
+    return f"ssh failed ({last})", f"try `ssh {destination}` in a terminal"
+
+
+class SshHost:
+    """A login node: `run` a command there, read and write files there (RemoteFiles)."""
+
+    def __init__(self, destination: str, options: tuple[str, ...] = ()) -> None:
+        if not destination or destination.startswith("-") or any(c.isspace() for c in destination):
+            raise HpcjaxError(f"invalid SSH destination {destination!r}",
+                              "give user@login.example.org or a Host alias of ~/.ssh/config")
+        self.destination, self.options = destination, tuple(options)
+        digest = hashlib.sha1("\0".join((destination,) + self.options).encode()).hexdigest()[:12]
+        self.key = f"ssh-{digest}"  # one shared connection, and one Slurm watcher, per (destination, options)
+        self.name = f"{destination} (over SSH)"
+        self.files = RemoteFiles(self)
+        self._connected = False
+
+    def ssh(self, *extra: str) -> list[str]:
+        return ["ssh", *self.options, "-o", f"ControlPath={control_dir()}/%C", *extra]
+
+    def alive(self) -> bool:
+        """Whether the shared connection is up (`ssh -O check`)."""
+        check = subprocess.run(self.ssh("-O", "check", self.destination), capture_output=True, text=True)
+        return check.returncode == 0
+
+    def connect(self) -> None:
+        """Open the shared connection unless it is up. Prompts (a password, a second factor)
+        go to the terminal as `ssh` itself asks them; without a terminal nothing may prompt,
+        so a failure comes within CONNECT_TIMEOUT_S instead of a wait for input."""
+        if self._connected and self.alive() or self.alive():
+            self._connected = True
+            return
+        interactive = sys.stdin.isatty()
+        argv = self.ssh("-o", "ControlMaster=yes", "-o", f"ControlPersist={CONTROL_PERSIST}",
+                        "-o", f"ConnectTimeout={CONNECT_TIMEOUT_S}", "-o", "ServerAliveInterval=15",
+                        *(() if interactive else ("-o", "BatchMode=yes")), "-f", "-N", self.destination)
+        # -f puts the master in the background once it is authenticated: its stderr goes to a
+        # file, not a pipe (a pipe would stay open as long as the master lives).
+        with tempfile.TemporaryFile(mode="w+") as said:
+            try:
+                done = subprocess.run(argv, stdin=None if interactive else subprocess.DEVNULL,
+                                      stdout=subprocess.DEVNULL, stderr=said,
+                                      timeout=None if interactive else CONNECT_TIMEOUT_S * 3)
+                code = done.returncode
+            except subprocess.TimeoutExpired:
+                code = SSH_FAILED
+            said.seek(0)
+            text = said.read()
+        if code != 0:
+            what, hint = explain(text, self.destination)
+            raise ConnectionLost(f"cannot connect to {self.destination}: {what}", hint)
+        self._connected = True
+
+    def which(self, program: str) -> bool:
+        return self.run(["sh", "-c", f"command -v {shlex.quote(program)}"]).returncode == 0
+
+    def run(self, argv: list[str], *, input: str | None = None,
+            timeout: float | None = None) -> subprocess.CompletedProcess:
+        """argv on the login node, through the shared connection; text in and out. A command
+        that is not there exits 127, as in a local shell. ConnectionLost when SSH itself fails."""
+        return self._run(argv, input=input, timeout=timeout, text=True)
+
+    def run_bytes(self, argv: list[str], *, input: bytes | None = None,
+                  timeout: float | None = None) -> subprocess.CompletedProcess:
+        return self._run(argv, input=input, timeout=timeout, text=False)
+
+    def _run(self, argv, *, input, timeout, text: bool) -> subprocess.CompletedProcess:
+        self.connect()
+        remote = "bash -lc " + shlex.quote(shlex.join(argv))
+        full = self.ssh("-o", "ControlMaster=no", "-o", "BatchMode=yes",
+                        "-o", f"ConnectTimeout={CONNECT_TIMEOUT_S}", self.destination, "--", remote)
+        try:
+            done = subprocess.run(full, input=input, capture_output=True, text=text, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise ConnectionLost(f"no answer from {self.destination} within {timeout:g} s",
+                                 "the connection may have dropped; hpcjax tries again") from None
+        said = done.stderr if text else done.stderr.decode(errors="replace")
+        if done.returncode == SSH_FAILED and not done.stdout and _ssh_said_it(said):
+            self._connected = False
+            what, hint = explain(said, self.destination)
+            raise ConnectionLost(f"lost the connection to {self.destination}: {what}", hint)
+        return done
+
+    def close(self) -> None:
+        """End the shared connection (`ssh -O exit`)."""
+        subprocess.run(self.ssh("-O", "exit", self.destination), capture_output=True)
+        self._connected = False
+
+    def __repr__(self) -> str:
+        return f"SshHost({self.destination!r})"
+
+
+def _ssh_said_it(said: str) -> bool:
+    """Whether stderr is ssh's own complaint (not the remote command's exit 255)."""
+    return bool(re.search(r"^(ssh|kex_exchange_identification|Connection|Control socket|mux_client|"
+                          r"Permission denied|Host key|ssh_exchange)", said.strip(), re.MULTILINE)) \
+        or any(re.search(pattern, said, re.IGNORECASE) for pattern, _, _ in CONNECT_ERRORS)

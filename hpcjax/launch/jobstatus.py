@@ -1,0 +1,119 @@
+"""A job's state as SLURM reports it, and the watcher that asks for every followed job at
+once (as submitit's InfoWatcher does): one `squeue` and one `sacct` per poll, whatever the
+number of jobs a process follows."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+
+from hpcjax.errors import HpcjaxError
+from hpcjax.launch.outcome import FINISHED_STATES
+
+SACCT_FIELDS = ("JobID", "JobName", "State", "ExitCode", "Elapsed", "NodeList", "NTasks",
+                "Reason", "WorkDir")
+FRESH_S = 1.0  # an answer younger than this is still the news: polls within it share one query
+
+
+@dataclass
+class JobStatus:
+    job_id: str
+    name: str
+    state: str  # SLURM's, e.g. PENDING, RUNNING, COMPLETED, FAILED
+    reason: str = ""  # why it is pending, if it is
+    exit_code: str = ""
+    elapsed: str = ""
+    nodelist: str = ""
+    workdir: str = ""
+    steps: list[dict] = field(default_factory=list)
+
+    @property
+    def finished(self) -> bool:
+        return self.state in FINISHED_STATES
+
+    @property
+    def job_exit_code(self) -> int:
+        """SLURM's "3:0" (code:signal) as the code."""
+        head = self.exit_code.split(":")[0]
+        return int(head) if head.isdigit() else 0
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+    def describe(self) -> str:
+        lines = [f"job {self.job_id} ({self.name}): {self.state}"
+                 + (f" ({self.reason})" if self.state == "PENDING" and self.reason else "")]
+        if self.nodelist and self.nodelist != "None assigned":
+            lines.append(f"  nodes: {self.nodelist}   elapsed: {self.elapsed}   exit code: {self.exit_code}")
+        for step in self.steps:
+            lines.append(f"  step {step['JobID']}: {step['State']} exit {step['ExitCode']} "
+                         f"tasks {step['NTasks']} on {step['NodeList']}")
+        return "\n".join(lines)
+
+
+def status_of(job_id: str, queue: list[str] | None, rows: list[dict] | None, controller: dict | None) -> JobStatus:
+    """One job's status from what the controller (squeue's fields, or scontrol's row when
+    accounting is down) and accounting (sacct's rows) said about it."""
+    if rows is None:
+        main, steps = controller or {}, []
+    else:
+        main = next((r for r in rows if r["JobID"] == job_id), {})
+        steps = [r for r in rows if r["JobID"].startswith(job_id + ".")]
+    if not queue and not main:
+        raise HpcjaxError(f"SLURM knows no job {job_id}" + (", and accounting is unavailable" if rows is None else ""),
+                          "the controller forgets a job MinJobAge after it ends; check the id with "
+                          "`squeue --me` or `sacct`")
+    status = JobStatus(job_id=job_id, name=main.get("JobName", ""),
+                       state=main.get("State", "").split(" ")[0],  # "CANCELLED by 0" -> CANCELLED
+                       reason=main.get("Reason", ""), exit_code=main.get("ExitCode", ""),
+                       elapsed=main.get("Elapsed", ""), nodelist=main.get("NodeList", ""),
+                       workdir=main.get("WorkDir", ""), steps=steps)
+    if queue:
+        status.name, status.state, status.reason, status.nodelist, _ = queue
+    return status
+
+
+class Watcher:
+    """Every job this process follows on one cluster, asked about together."""
+
+    def __init__(self, slurm, fresh_s: float = FRESH_S) -> None:
+        self.slurm, self.fresh_s = slurm, fresh_s
+        self.following: list[str] = []
+        self.answers: dict[str, JobStatus | HpcjaxError] = {}
+        self.final: set[str] = set()  # ended, and accounting agrees: never asked again
+        self.asked_at = float("-inf")
+        self.queries = 0  # polls made (each one squeue and at most one sacct): for tests and benchmarks
+
+    def follow(self, job_id: str) -> None:
+        if job_id not in self.following:
+            self.following.append(job_id)
+
+    def status(self, job_id: str, *, fresh: bool = False) -> JobStatus:
+        self.follow(job_id)
+        stale = time.monotonic() - self.asked_at > self.fresh_s
+        if job_id not in self.final and (fresh or stale or job_id not in self.answers):
+            self.poll()
+        answer = self.answers[job_id]
+        if isinstance(answer, HpcjaxError):
+            raise answer
+        return answer
+
+    def poll(self) -> None:
+        """One squeue and one sacct for every followed job that has not ended for good."""
+        asking = [j for j in self.following if j not in self.final]
+        self.queries += 1
+        queue = self.slurm.queue_lines(asking)
+        rows = self.slurm.accounting_rows(asking)
+        for job_id in asking:
+            controller = self.slurm.controller_row(job_id) if rows is None else None
+            try:
+                status = status_of(job_id, queue.get(job_id), rows, controller)
+            except HpcjaxError as error:
+                self.answers[job_id] = error
+                continue
+            self.answers[job_id] = status
+            accounted = rows is not None and any(r["JobID"] == job_id and r["State"].split(" ")[0] in FINISHED_STATES
+                                                 for r in rows)
+            if status.finished and accounted:
+                self.final.add(job_id)
+        self.asked_at = time.monotonic()

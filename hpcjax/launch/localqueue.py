@@ -1,0 +1,57 @@
+"""A job array on the local backend: every element is a job of its own (named A_i, as SLURM
+names array elements), started in order by a scheduler thread, at most `array_parallel` at
+once (default: this machine's CPUs over the processes of one element). An element waits
+PENDING for its slot; one cancelled before its turn never starts.
+
+The scheduler is not a daemon: like concurrent.futures, the program waits for its array
+at exit, so no element is left unstarted and no rank is orphaned.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+
+from hpcjax.catalog import records
+from hpcjax.launch.local import LocalRun, check_local_spec
+from hpcjax.launch.outcome import FINISHED_STATES
+from hpcjax.launch.spec import JobSpec
+
+TICK_S = 0.2
+
+
+def default_slots(spec: JobSpec) -> int:
+    return max(1, (os.cpu_count() or 1) // spec.layout.num_processes)
+
+
+def submit_array(spec: JobSpec) -> list[LocalRun]:
+    """One LocalRun per element, in order; the first ones start at once."""
+    check_local_spec(spec)
+    array_id = records.new_local_id(int(time.time() * 1000))
+    runs = [LocalRun(f"{array_id}_{index}", spec) for index in range(spec.array)]
+    for run in runs:
+        run.save_record("PENDING")
+    slots = spec.array_parallel or default_slots(spec)
+    threading.Thread(target=schedule, args=(runs, slots), name=f"hpcjax-local-array-{array_id}").start()
+    return runs
+
+
+def schedule(runs: list[LocalRun], slots: int) -> None:
+    """Start the elements in order, keeping at most `slots` running; follow them to their end."""
+    waiting, running = list(runs), []
+    while waiting or running:
+        while waiting and len(running) < slots:
+            run = waiting.pop(0)
+            if (records.load(run.job_id) or {}).get("cancelled"):  # `hpcjax cancel` from another process
+                run.cancel()
+            try:
+                run.start()
+            except Exception as error:  # the caller's wait sees a failed element that says why
+                run.fail_to_start(error)
+                continue
+            running.append(run)
+        for run in list(running):
+            if run.poll()[0] in FINISHED_STATES:
+                running.remove(run)
+        time.sleep(TICK_S)

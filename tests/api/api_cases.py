@@ -1,0 +1,264 @@
+"""The Python API's cases, run on both backends by tests/api/test_api_local.py and
+tests/api/test_api_cluster.py (2 nodes). The functions here are pickled by reference:
+the worker imports this module through the caller's import path, as a user's own
+module would be."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import hpcjax
+from conftest import REPO
+from hpcjax.api import session
+from hpcjax.catalog import records
+
+EXAMPLE = REPO / "examples" / "ray_train_jax.py"
+REMOTE_EXAMPLE = REPO / "examples" / "remote_jax.py"
+
+# --- functions that run on the ranks ---------------------------------------------------
+
+def rank_3_raises(word):
+    import jax
+
+    if jax.process_index() == 3:
+        raise ValueError(f"rank three says {word}")
+    time.sleep(30)  # the others would go on: the failing rank must end them
+    return "too late"
+
+
+def rank_1_dies():
+    import jax
+
+    if jax.process_index() == 1:
+        os.kill(os.getpid(), signal.SIGKILL)
+    time.sleep(30)
+
+
+def square_or_fail(x):
+    import jax  # an import inside the function, as seed 003 writes them
+
+    if x == 3:
+        raise RuntimeError("three is not welcome")
+    return x * x + jax.process_count()
+
+
+def list_data(path, suffix):
+    import jax
+
+    return (type(path).__name__, path, sorted(os.listdir(path)), suffix, jax.process_count())
+
+
+EPOCHS, EVERY = 30, 5
+
+
+def counting_loop(config):
+    """A loop that resumes exactly from its checkpoints: state after epoch e is a pure
+    function of e, so the history of a resumed run must equal an uninterrupted one's."""
+    import numpy as np
+
+    import jax
+
+    start, value = 0, config["start"]
+    checkpoint = hpcjax.get_checkpoint()
+    if checkpoint:
+        saved = json.loads((Path(checkpoint.path) / "state.json").read_text())
+        start, value = saved["epoch"] + 1, saved["value"]
+    context = hpcjax.get_context()
+    for epoch in range(start, EPOCHS):
+        value = float(np.float64(value) * 0.5 + epoch)
+        time.sleep(config["pause"])
+        metrics = {"epoch": epoch, "value": value, "ranks": context.get_world_size(),
+                   "devices": jax.device_count()}
+        if epoch % EVERY == EVERY - 1 and context.get_world_rank() == 0:
+            where = Path(config["scratch"]) / f"epoch{epoch}"  # outside the run: report copies it in
+            where.mkdir(parents=True, exist_ok=True)
+            (where / "state.json").write_text(json.dumps({"epoch": epoch, "value": value}))
+            hpcjax.report(metrics, checkpoint=hpcjax.Checkpoint.from_directory(where))
+        else:
+            hpcjax.report(metrics)
+
+
+def expected_counting(start):
+    value, out = start, []
+    for epoch in range(EPOCHS):
+        value = value * 0.5 + epoch
+        out.append(value)
+    return out
+
+
+# --- the cases -----------------------------------------------------------------------
+
+def by_hand_losses() -> list[float]:
+    """Seed 000's train_func run by hand on one process, its reports collected."""
+    program = (
+        "import json, sys, types\n"
+        f"text = open({str(EXAMPLE)!r}).read().split('# Define the hardware configuration')[0]\n"
+        "space = {}\nexec(compile(text, 'example', 'exec'), space)\n"
+        "losses = []\n"
+        "space['hpcjax'] = types.SimpleNamespace(report=lambda m: losses.append(m['loss']))\n"
+        "space['train_func']()\nprint(json.dumps(losses))\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM", "JAX_", "HPCJAX_"))}
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def seed_example(backend: str, cwd: Path) -> None:
+    """The example runs as a user runs it, reports every epoch, and its losses equal the
+    same function's run by hand on one process (rank 0 is process 0: the same data)."""
+    done = subprocess.run([sys.executable, str(EXAMPLE)], capture_output=True, text=True, cwd=cwd, timeout=600,
+                          env={**os.environ, "HPCJAX_BACKEND": backend})
+    assert done.returncode == 0, done.stderr[-3000:]
+    [run_dir] = (cwd / "hpcjax-results").iterdir()
+    history = session.history(run_dir)
+    assert [m["epoch"] for m in history] == list(range(100))
+    hand = by_hand_losses()
+    assert [m["loss"] for m in history] == hand
+    assert f"Training finished. Final loss: {hand[-1]:.4f}" in done.stdout
+    assert "COMPLETED" in done.stderr and "G8N2p8" in done.stderr
+
+
+def exception_on_rank_3(backend: str, storage: Path, host: str) -> None:
+    scaling = hpcjax.ScalingConfig(nodes=2, gpus_per_node=4, time="00:05:00")
+    trainer = hpcjax.Trainer(lambda: rank_3_raises("no"), scaling_config=scaling,
+                             run_config=hpcjax.RunConfig(storage_path=str(storage), name="raise", backend=backend))
+    result = trainer.fit()
+    error = result.error
+    assert isinstance(error, hpcjax.RemoteError)
+    assert (error.rank, error.host) == (3, host)
+    assert "ValueError: rank three says no" in str(error) and "rank_3_raises" in error.remote_traceback
+    assert isinstance(error.__cause__, ValueError)
+    assert 3 not in error.outcome.stopped and len(error.outcome.stopped) >= 1  # the others were stopped
+    assert not any("too late" in log.read_text() for log in (storage / "raise" / "logs").glob("*-rank*.log"))
+    decorated = hpcjax.remote(nodes=2, gpus_per_node=4, backend=backend, storage_path=str(storage))(rank_3_raises)
+    try:
+        decorated("again")
+    except hpcjax.RemoteError as raised:
+        assert (raised.rank, raised.host) == (3, host)
+        assert "rank three says again" in str(raised)
+    else:
+        raise AssertionError("the decorated function did not raise")
+
+
+def killed_rank(backend: str, storage: Path, host: str) -> None:
+    decorated = hpcjax.remote(nodes=2, gpus_per_node=1, backend=backend, storage_path=str(storage))(rank_1_dies)
+    try:
+        decorated()
+    except hpcjax.RemoteError as raised:
+        assert (raised.rank, raised.host) == (1, host)
+        assert raised.__cause__ is None and "signal" in str(raised).lower(), str(raised)
+    else:
+        raise AssertionError("a killed rank was not reported")
+
+
+def resume_after_failure(backend: str, storage: Path, interrupt) -> None:
+    """max_failures=1: the first job is interrupted mid-run (interrupt(job_id, run_dir)),
+    the second resumes from the last reported checkpoint; the history is complete."""
+    run_config = hpcjax.RunConfig(storage_path=str(storage), name="resume", backend=backend, max_failures=1)
+    trainer = hpcjax.Trainer(counting_loop, train_loop_config={"start": 1.0, "pause": 0.3, "scratch": str(storage / "scratch")},
+                             scaling_config=hpcjax.ScalingConfig(nodes=2, gpus_per_node=1, time="00:05:00"),
+                             run_config=run_config)
+    run_dir = storage / "resume"
+    fired = {}
+
+    def interrupt_when_past_first_checkpoint():
+        while len(session.history(run_dir)) < EVERY + 3:
+            time.sleep(0.2)
+        [job] = {p.name.split("-rank")[0] for p in (run_dir / "logs").glob("*-rank0.log")}
+        fired["job"], fired["at"] = job, len(session.history(run_dir))
+        interrupt(job, run_dir)
+
+    thread = threading.Thread(target=interrupt_when_past_first_checkpoint, daemon=True)
+    thread.start()
+    result = trainer.fit()
+    assert result.error is None, result.error
+    assert len(result.jobs) == 2 and result.jobs[0] == fired["job"]
+    assert fired["at"] < EPOCHS  # the first job really was cut short
+    assert [m["epoch"] for m in result.metrics_history] == list(range(EPOCHS))
+    assert [m["value"] for m in result.metrics_history] == expected_counting(1.0)
+    assert result.metrics == result.metrics_history[-1]
+    assert {m["ranks"] for m in result.metrics_history} == {2}
+    assert result.checkpoint.path == str((run_dir / "checkpoints" / f"checkpoint_{EPOCHS:06d}").resolve())
+    attempts = [json.loads(x) for x in (run_dir / session.REPORTS).read_text().splitlines() if "start" in x]
+    assert [a["attempt"] for a in attempts] == [1, 2] and attempts[1]["start"] % EVERY == 0 and attempts[1]["start"] > 0
+    # TensorBoard (its own reader): every report once, the replayed ones purged. Imported
+    # here, not at the top: the ranks import this module for its functions.
+    import pytest
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(str(run_dir / "tensorboard"))
+    events.Reload()
+    values = events.Scalars("report/value")
+    assert [e.step for e in values] == list(range(EPOCHS))
+    assert [e.value for e in values] == pytest.approx(expected_counting(1.0), rel=1e-6)
+
+
+def kill_local_rank(job: str, run_dir: Path) -> None:
+    os.kill(records.load(job)["pids"][1], signal.SIGKILL)
+
+
+def map_with_one_failure(backend: str, storage: Path) -> None:
+    decorated = hpcjax.remote(nodes=2, gpus_per_node=1, backend=backend, storage_path=str(storage))(square_or_fail)
+    calls = decorated.map([1, 2, 3, 4], max_parallel=2)
+    assert len(calls) == 4 and len({c.job_id for c in calls}) == 4
+    outcomes = [c.exception() for c in calls]
+    assert [c.result() for c in (calls[0], calls[1], calls[3])] == [3, 6, 18]
+    assert outcomes[0] is None and outcomes[1] is None and outcomes[3] is None
+    assert isinstance(outcomes[2], hpcjax.RemoteError) and "three is not welcome" in str(outcomes[2])
+    assert isinstance(outcomes[2].__cause__, RuntimeError)
+    assert [c.state() for c in calls] == ["COMPLETED", "COMPLETED", "FAILED", "COMPLETED"]
+
+
+def data_with_a_space(backend: str, storage: Path) -> None:
+    where = storage / "my data set"
+    where.mkdir(parents=True)
+    (where / "part 1.txt").write_text("x")
+    decorated = hpcjax.remote(nodes=2, gpus_per_node=1, backend=backend, storage_path=str(storage))(list_data)
+    call = decorated.submit(hpcjax.Data(where), suffix="!")
+    assert call.result() == ("str", str(where.resolve()), ["part 1.txt"], "!", 2)
+    assert call.state() == "COMPLETED" and call.logs(rank=1) is not None
+
+
+def ctrl_c_cancels_the_job(backend: str, storage: Path) -> None:
+    """Ctrl-C while a decorated function waits: the job is cancelled, and the caller says so."""
+    from hpcjax.launch import attach
+
+    program = ("import sys, time, hpcjax\n"
+               f"@hpcjax.remote(nodes=2, gpus_per_node=1, backend={backend!r}, storage_path={str(storage)!r})\n"
+               "def sleepy():\n    time.sleep(120)\n"
+               "sleepy()\n")
+    proc = subprocess.Popen([sys.executable, "-c", program], stderr=subprocess.PIPE, text=True, cwd=storage)
+    seen = []
+    for line in proc.stderr:
+        seen.append(line)
+        if "RUNNING" in line:
+            break
+    time.sleep(1)
+    proc.send_signal(signal.SIGINT)
+    _, rest = proc.communicate(timeout=60)
+    said = "".join(seen) + rest
+    assert proc.returncode != 0 and "KeyboardInterrupt" in said
+    job = said.split("interrupted: cancelled job ")[1].split()[0]
+    run = attach(job)
+    deadline = time.monotonic() + 60
+    while run.state() not in ("CANCELLED",) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert run.state() == "CANCELLED"
+
+
+def remote_example(backend: str, cwd: Path) -> None:
+    """Seed 003's examples under @hpcjax.remote: a value back, and a sweep as a map."""
+    done = subprocess.run([sys.executable, str(REMOTE_EXAMPLE)], capture_output=True, text=True, cwd=cwd,
+                          timeout=600, env={**os.environ, "HPCJAX_BACKEND": backend})
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = done.stdout.splitlines()
+    assert lines[0] == "1000.0"
+    losses = [float(line.split("final loss ")[1].split()[0]) for line in lines[1:]]
+    assert len(losses) == 3 and all(0 < loss < 0.1 for loss in losses), lines

@@ -1,0 +1,203 @@
+import itertools
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from hpcjax.contract import derived_port
+from hpcjax.errors import SpecError
+from hpcjax.containers.binds import hpcjax_package_dir
+from hpcjax.launch.render import render_sbatch
+from hpcjax.launch.spec import Container, JobSpec, Layout
+
+# Each would create MARKER if any shell ever evaluated it.
+HOSTILE = [
+    "$(touch MARKER)", "`touch MARKER`", "'; touch MARKER; '", '"; touch MARKER; "',
+    "a b; touch MARKER", "${IFS}touch${IFS}MARKER", "\\$(touch MARKER)", "x'$(touch MARKER)'y",
+    "$((1+1))$(touch MARKER) && touch MARKER || touch MARKER | touch MARKER > MARKER",
+]
+MULTILINE = "line1\n$(touch MARKER)\nline3"
+
+
+def hostile_spec(marker: Path, image: Path, runtime: str = "apptainer") -> JobSpec:
+    strings = [h.replace("MARKER", str(marker)) for h in HOSTILE]
+    return JobSpec(
+        command=("python3", *strings, MULTILINE.replace("MARKER", str(marker))),
+        layout=Layout(nodes=2, gpus_per_node=4),
+        container=Container(runtime=runtime, image=str(image), binds=tuple(strings[:3]),
+                            flags=(strings[3],)) if runtime != "none" else Container(),
+        job_name=strings[0], constraint=strings[1], modules=(strings[2],),
+        env={f"V{i}": s for i, s in enumerate(strings + [MULTILINE.replace("MARKER", str(marker))])},
+        output_dir=str(marker.parent / "logs dir $(touch x)"),
+    )
+
+
+def shellcheck(text: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["shellcheck", "-s", "bash", "-"], input=text, capture_output=True, text=True)
+
+
+def test_two_nodes_one_process_per_gpu_through_apptainer(tmp_path):
+    image = tmp_path / "jax.sif"
+    image.touch()
+    text = render_sbatch(JobSpec(command=("python", "train.py"), layout=Layout(nodes=2, gpus_per_node=4),
+                                 container=Container(runtime="apptainer", image=str(image))))
+    assert "#SBATCH --nodes=2\n" in text
+    assert "#SBATCH --ntasks-per-node=4\n" in text
+    assert "#SBATCH --gpus-per-node=4\n" in text
+    assert "export HPCJAX_GPUS_PER_PROCESS=1\n" in text
+    assert "--ntasks=8 --ntasks-per-node=4" in text and "--gpus-per-task=1" in text
+    package = hpcjax_package_dir()
+    assert (f'apptainer exec --nv --bind "$HPCJAX_LOG_DIR" --bind {package}:/opt/hpcjax/lib/hpcjax {image} \\\n'
+            "  python train.py || hpcjax_rc=$?\n") in text
+
+
+def test_one_process_per_node_owns_all_its_gpus():
+    text = render_sbatch(JobSpec(command=("python", "train.py"),
+                                 layout=Layout(nodes=2, gpus_per_node=4, gpus_per_process=4)))
+    assert "#SBATCH --ntasks-per-node=1\n" in text
+    assert "#SBATCH --gpus-per-node=4\n" in text
+    assert "export HPCJAX_GPUS_PER_PROCESS=4\n" in text
+    assert "--ntasks=2 --ntasks-per-node=1" in text and "--gpus-per-task=4" in text
+    assert "exec --nv" not in text  # bare launch
+
+
+def test_optional_directives_appear_only_when_set():
+    bare = render_sbatch(JobSpec(command=("x",)))
+    for directive in ("--partition", "--account", "--qos", "--constraint", "--mem", "--exclusive",
+                      "--cpus-per-task", "module load"):
+        assert directive not in bare
+    full = render_sbatch(JobSpec(command=("x",), partition="gpu", account="proj1", qos="high",
+                                 constraint="a100&ib", mem="64G", exclusive=True, cpus_per_task=8,
+                                 modules=("dl",)))
+    for line in ("#SBATCH --partition=gpu", "#SBATCH --account=proj1", "#SBATCH --qos=high",
+                 "#SBATCH --constraint='a100&ib'", "#SBATCH --mem=64G", "#SBATCH --exclusive",
+                 "#SBATCH --cpus-per-task=8", "module load dl", "--cpus-per-task=8 \\"):
+        assert line in full
+
+
+def test_image_from_a_module_variable_expands_inside_the_job():
+    text = render_sbatch(JobSpec(command=("x",), container=Container(runtime="singularity",
+                                                                     image="${JAX_IMAGE}")))
+    assert 'singularity exec --nv --bind "$HPCJAX_LOG_DIR" --bind ' in text and ' "${JAX_IMAGE:?' in text
+
+
+def _specs_for_shellcheck(tmp_path: Path):
+    image = tmp_path / "jax.sif"
+    image.touch()
+    marker = tmp_path / "pwned"
+    layouts = [Layout(nodes=n, gpus_per_node=g, gpus_per_process=k)
+               for n, g, k in [(1, 4, 1), (2, 2, 2), (2, 2, 1), (2, 4, 1), (4, 8, 4)]]
+    containers = [Container(), Container(runtime="apptainer", image=str(image), binds=("/data:/data",)),
+                  Container(runtime="singularity", image="$JAX_IMAGE", flags=("--cleanenv",))]
+    for layout, container in itertools.product(layouts, containers):
+        yield JobSpec(command=("python", "train.py", "--steps", "10"), layout=layout, container=container,
+                      modules=("dl",), env={"XLA_FLAGS": "--xla_gpu_enable_latency_hiding_scheduler=true"},
+                      partition="gpu", mem="0", exclusive=layout.nodes > 1)
+    for runtime in ("apptainer", "singularity", "none"):
+        yield hostile_spec(marker, image, runtime)
+    yield JobSpec(command=("python", "train.py"), requeue=2)
+    yield JobSpec(command=("python", "train.py"), requeue=1, retry_failed=True)
+    yield JobSpec(command=("python", "train.py"), array=4, array_parallel=2, requeue=1)
+
+
+def test_every_rendered_script_is_shellcheck_and_bash_n_clean(tmp_path):
+    if shutil.which("shellcheck") is None:
+        pytest.fail("shellcheck is not installed; the test command installs it (apt-get install shellcheck)")
+    count = 0
+    for spec in _specs_for_shellcheck(tmp_path):
+        text = render_sbatch(spec)
+        result = shellcheck(text)
+        assert result.returncode == 0 and not result.stdout, f"{result.stdout}\n---\n{text}"
+        syntax = subprocess.run(["bash", "-n"], input=text, capture_output=True, text=True)
+        assert syntax.returncode == 0, syntax.stderr
+        count += 1
+    assert count == 21
+
+
+def _stub(bin_dir: Path, name: str, body: str) -> None:
+    path = bin_dir / name
+    path.write_text("#!/bin/bash\n" + body)
+    path.chmod(0o755)
+
+
+def test_hostile_strings_are_never_executed_and_arrive_verbatim(tmp_path):
+    """Run the script under bash with srun and module recorded by stubs: nothing the
+    user wrote may run, and every string must reach srun's argv / the env unchanged."""
+    image, marker = tmp_path / "jax.sif", tmp_path / "pwned"
+    image.touch()
+    spec = hostile_spec(marker, image)
+    script = tmp_path / "job.sh"
+    script.write_text(render_sbatch(spec))
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    # srun's stand-in records its argv, then runs the task line as step 3 of job 1234 would;
+    # the container runtime's stand-in records what the task finally receives.
+    _stub(bin_dir, "srun", 'printf "%s\\0" "$@" > "$ARGV_FILE"\nwhile [[ $1 == --* ]]; do shift; done\n'
+                           'SLURM_JOB_ID=1234 SLURM_STEP_ID=3 exec "$@"\n')
+    _stub(bin_dir, "apptainer", 'printf "%s\\0" "$@" > "$TASK_ARGV_FILE"; env -0 > "$ENV_FILE"\n')
+    _stub(bin_dir, "module", 'printf "%s\\0" "$@" >> "$MODULE_FILE"\n')
+    files = {k: tmp_path / k for k in ("ARGV_FILE", "TASK_ARGV_FILE", "ENV_FILE", "MODULE_FILE")}
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "SLURMD_NODENAME": "node7",
+           **{k: str(v) for k, v in files.items()}}
+    env.pop("JAX_COORDINATOR_ADDRESS", None)
+    env.pop("JAX_COORDINATOR_PORT", None)
+    run = subprocess.run(["bash", str(script)], cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    assert not marker.exists(), "a user string was executed by the generated script"
+    argv = files["ARGV_FILE"].read_text().split("\0")[:-1]
+    assert argv[-len(spec.command):] == list(spec.command)
+    for bind in spec.container.binds:
+        assert argv[argv.index(bind) - 1] == "--bind"
+    assert spec.container.flags[0] in argv and str(image) in argv
+    exported = dict(item.split("=", 1) for item in files["ENV_FILE"].read_text().split("\0") if "=" in item)
+    for key, value in spec.env:
+        assert exported[key] == value
+    assert exported["HPCJAX_GPUS_PER_PROCESS"] == "1"
+    # Through the per-task wrapper: the command verbatim, and what a plain JAX reads.
+    task_argv = files["TASK_ARGV_FILE"].read_text().split("\0")[:-1]
+    assert task_argv[-len(spec.command):] == list(spec.command)
+    assert exported["JAX_COORDINATOR_ADDRESS"] == f"node7:{derived_port(1234, 3)}"
+    assert exported["JAX_LOCAL_DEVICE_IDS"] == "0"
+    # copies that Apptainer passes into the container even under --cleanenv
+    assert exported["APPTAINERENV_JAX_COORDINATOR_ADDRESS"] == exported["JAX_COORDINATOR_ADDRESS"]
+    assert exported["APPTAINERENV_JAX_LOCAL_DEVICE_IDS"] == "0"
+    assert files["MODULE_FILE"].read_text().split("\0")[:-1] == ["load", spec.modules[0]]
+    assert Path(spec.output_dir).is_dir()  # created by name, not evaluated
+
+
+def test_requeue_directives_and_budget_appear_only_when_asked():
+    plain = render_sbatch(JobSpec(command=("x",)))
+    assert "--requeue" not in plain and "scontrol requeue" not in plain and "--open-mode" not in plain
+    assert "-attempts.jsonl" in plain  # every job records how its attempt ended
+    text = render_sbatch(JobSpec(command=("x",), requeue=2))
+    assert "#SBATCH --requeue\n" in text and "#SBATCH --open-mode=append\n" in text
+    assert '[ "$hpcjax_ended" = stopped ]; } && [ "$hpcjax_attempt" -le 2 ]' in text
+    assert "ExcNodeList" not in text
+    retried = render_sbatch(JobSpec(command=("x",), requeue=1, retry_failed=True))
+    assert '|| [ "$hpcjax_ended" = failed ]; } && [ "$hpcjax_attempt" -le 1 ]' in retried
+    assert "ExcNodeList" in retried
+
+
+def test_a_job_array_names_its_files_by_array_job_and_index():
+    """An element's own %j is a number no caller knows; squeue, sacct and scancel name it
+    <array job>_<index>, so its logs and attempts do too."""
+    text = render_sbatch(JobSpec(command=("x",), array=4, array_parallel=2))
+    assert "#SBATCH --array=0-3%2\n" in text
+    assert "#SBATCH --output=hpcjax-logs/%A_%a-batch.log\n" in text and "--output=hpcjax-logs/%A_%a-rank%t.log" in text
+    assert '"$HPCJAX_LOG_DIR/${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID}-attempts.jsonl"' in text
+    plain = render_sbatch(JobSpec(command=("x",)))
+    assert "--array" not in plain and "%A" not in plain and "SLURM_ARRAY" not in plain
+    with pytest.raises(SpecError, match="array_parallel was given for a job that is not an array"):
+        JobSpec(command=("x",), array_parallel=2)
+    with pytest.raises(SpecError, match="array must be an integer >= 0"):
+        JobSpec(command=("x",), array=-1)
+
+
+def test_the_stop_marker_reaches_a_cleanenv_container():
+    text = render_sbatch(JobSpec(command=("x",), container=Container(runtime="singularity", image="$JAX_IMAGE",
+                                                                      flags=("--cleanenv",))))
+    assert 'export SINGULARITYENV_HPCJAX_STOP_MARKER="$HPCJAX_STOP_MARKER"\n' in text
+    assert 'export APPTAINERENV_HPCJAX_STOP_MARKER="$HPCJAX_STOP_MARKER"\n' in text
+    assert "ENV_HPCJAX_STOP_MARKER" not in render_sbatch(JobSpec(command=("x",)))

@@ -1,0 +1,93 @@
+"""train.pace's logic on its own: which trace events are collectives on CPU and GPU
+traces, who the others waited for, when a rank is named and cleared, and what the
+progress line says. The whole path runs on the dev cluster in test_pace_cluster.py."""
+
+from __future__ import annotations
+
+import pytest
+
+from hpcjax.errors import ConfigError
+from hpcjax.train.config import ModelConfig, TrainConfig
+from hpcjax.train.pace import SLOW_SHARE, STREAK, Judge, Verdict, collective_seconds, describe, judge_capture
+
+pytestmark = pytest.mark.jax  # needs JAX on this machine
+
+MS = 1_000_000  # nanoseconds
+
+
+def test_cpu_traces_count_the_xla_thread_pools_collectives_per_local_device():
+    events = [("/host:CPU", "python", "all-reduce", 50 * MS),  # a host annotation, not the op
+              ("/host:CPU", "tf_XLAEigen/1", "all-reduce", 30 * MS),
+              ("/host:CPU", "tf_XLAEigen/1", "end: all-reduce", 0),
+              ("/host:CPU", "tf_XLAPjRtCpuClient/2", "all-gather.3", 10 * MS),
+              ("/host:CPU", "tf_XLAPjRtCpuClient/2", "reduce-scatter.1", 20 * MS),
+              ("/host:CPU", "tf_XLAPjRtCpuClient/2", "dot.1", 40 * MS),
+              ("/host:CPU", "tf_XLAPjRtCpuClient/2", "copy_subtract_fusion", 5 * MS)]
+    assert collective_seconds(events, local_devices=1) == pytest.approx(0.060)
+    assert collective_seconds(events, local_devices=2) == pytest.approx(0.030)
+
+
+def test_gpu_traces_count_each_device_planes_ops_once():
+    events = []
+    for device, wait in (("/device:GPU:0", 10), ("/device:GPU:1", 30)):
+        events += [(device, "XLA Ops", "all-reduce-start.2", wait * MS), (device, "XLA Ops", "fusion.4", 50 * MS),
+                   (device, "Stream #13(compute)", "ncclDevKernel_AllReduce_Sum_f32_RING_LL", wait * MS),
+                   (device, "XLA Ops", "collective-permute-done", 2 * MS)]
+    events.append(("/host:CPU", "tf_XLAPjRtGpuClient/1", "all-reduce", 999 * MS))  # the host side: not counted
+    assert collective_seconds(events, local_devices=2) == pytest.approx((12 + 32) / 2 / 1000)
+    # Without an "XLA Ops" line, the kernels of the streams are what there is.
+    kernels = [e for e in events if e[1].startswith("Stream")]
+    assert collective_seconds(kernels, local_devices=2) == pytest.approx(0.020)
+
+
+def test_a_gpu_trace_without_device_planes_is_refused_not_misread():
+    host_only = [("/host:CPU", "tf_XLAPjRtGpuClient/1", "all-reduce", 9 * MS)]
+    with pytest.raises(ValueError, match="no gpu device activity"):
+        collective_seconds(host_only, local_devices=1, platform="gpu")
+
+
+def test_the_rank_that_waits_least_is_the_one_the_others_waited_for():
+    assert judge_capture([0.70, 0.45, 0.72, 0.68]) == (1, pytest.approx(0.70 - 0.45))
+    assert judge_capture([0.40, 0.38]) == (1, pytest.approx(0.02))
+    assert judge_capture([0.5]) == (None, 0.0)
+
+
+def shares(slow: int, wait: float, ranks: int = 2) -> list[float]:
+    return [0.3 if r == slow else 0.3 + wait for r in range(ranks)]
+
+
+def test_a_rank_is_named_after_streak_captures_and_cleared_when_the_others_stop_waiting():
+    judge = Judge()
+    verdicts = [judge(shares(1, 0.3)) for _ in range(STREAK)]
+    assert [v.named for v in verdicts] == [None] * (STREAK - 1) + [1]
+    assert verdicts[-1].named_wait == pytest.approx(0.3)
+    # A capture that caught few of its pauses (it still waited least) keeps it named...
+    kept = judge(shares(1, 0.02))
+    assert kept.named == 1 and kept.named_wait == pytest.approx((0.3 * (STREAK - 1) + 0.02) / STREAK)
+    # ...until the others' average wait is under SLOW_SHARE.
+    quiet = [judge(shares(0, 0.01)).named for _ in range(STREAK)]
+    assert quiet[-1] is None and judge(shares(0, 0.01)).named_wait == 0.0
+
+
+def test_jitter_that_moves_from_rank_to_rank_names_no_one():
+    judge = Judge()
+    assert all(judge(shares(r % 2, SLOW_SHARE + 0.1)).named is None for r in range(10))
+
+
+def test_a_small_steady_difference_names_no_one():
+    judge = Judge()
+    assert all(judge(shares(1, SLOW_SHARE / 2)).named is None for _ in range(10))
+
+
+def test_the_progress_line_names_rank_node_and_how_long_the_others_wait():
+    assert describe(Verdict(waited_for=5, others_wait=0.1, named=5, named_wait=0.384),
+                    [f"node{i // 4 + 1}" for i in range(8)]) \
+        == "slow: rank 5 on node2, others wait 38 % of each step for it"
+    assert describe(Verdict(waited_for=None, others_wait=0.02, named=None), ["a", "b"]) == ""
+
+
+@pytest.mark.parametrize("value", [1, 5, -1])
+def test_too_short_a_pace_interval_is_refused_with_the_valid_values(value):
+    with pytest.raises(ConfigError) as caught:
+        TrainConfig(model=ModelConfig(), pace_every=value)
+    assert "pace_every" in str(caught.value) and "--pace-every" in caught.value.hint

@@ -1,0 +1,72 @@
+"""Slow ranks named (train.pace) on the dev cluster: a 2-node training run whose rank 1
+is slowed from outside (SIGSTOP/SIGCONT at a fixed duty cycle, as a throttled node
+would be) has rank 1 on node2, and only it, named slow in rank 0's progress line, in
+metrics.jsonl and in `hpcjax report`; the same run unslowed names no one."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import run_hpcjax
+from straggler import slow_rank_while
+
+# Who waits for whom, in fractions of a step: measured on a machine doing nothing else.
+pytestmark = [pytest.mark.cluster, pytest.mark.serial]
+
+# Compute must outweigh the gradient all-reduce (as in real training): with a model this
+# size a step is mostly matrix products on the CPU, not Gloo's all-reduce.
+MODEL = ["--seq-len", "64", "--d-model", "256", "--heads", "8", "--layers", "2", "--d-ff", "1024",
+         "--batch-size", "16", "--warmup-steps", "5", "--corpus-bytes", str(1 << 20)]
+STEPS = 80  # 7 captures (steps 17-19, 27-29, ... 77-79) at --pace-every 10
+
+
+def train(tmp_path, slow: bool):
+    run_dir = tmp_path / "run"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "hpcjax", "submit", "--nodes", "2", "--gpus-per-node", "1", "--wait", "--",
+         sys.executable, "-m", "hpcjax", "train", "--strategy", "dp", "--steps", str(STEPS), "--pace-every", "10",
+         "--checkpoint-every", "0", "--run-dir", str(run_dir), *MODEL],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path, env=os.environ)
+    job_id = proc.stdout.readline().strip()
+    if slow:  # stopped 40 ms of every 80 until the job ends
+        cycle = slow_rank_while(job_id, 1, "hpcjax train", lambda: proc.poll() is not None,
+                                stopped_s=0.04, running_s=0.04)
+        assert cycle.cycles > 20
+    _, err = proc.communicate(timeout=600)
+    assert proc.returncode == 0, err[-3000:]
+    log = run_hpcjax("logs", job_id, "--rank", "0", cwd=tmp_path).stdout
+    paces = [e["pace"] for e in map(json.loads, (run_dir / "metrics.jsonl").read_text().splitlines()) if "pace" in e]
+    return run_dir, log, paces
+
+
+def test_a_rank_slowed_from_outside_is_named_and_no_other(tmp_path, slurm_cluster, hpcjax_home):
+    run_dir, log, paces = train(tmp_path, slow=True)
+    assert len(paces) == 7
+    assert all(p["hosts"] == ["node1", "node2"] for p in paces)
+    assert {p["slow_rank"] for p in paces} <= {None, 1} and paces[-1]["slow_rank"] == 1, paces
+    assert "slow: rank 1 on node2, others wait" in log, log[-3000:]
+    assert "slow: rank 0" not in log
+    # The others' waiting is what the line says: the capture's shares, rank 0's above rank 1's.
+    last = paces[-1]
+    shares = [c / t for c, t in zip(last["collective_s"], last["traced_s"])]
+    assert last["others_wait"] == pytest.approx(shares[0] - shares[1])
+    assert f"others wait {round(100 * last['named_wait'])} % of each step" in last["slow"]
+    assert last["named_wait"] >= 0.15  # on average over the last three captures
+    page = run_hpcjax("report", str(run_dir), cwd=tmp_path)
+    assert page.returncode == 0, page.stderr
+    text = (run_dir / "report.html").read_text()
+    assert "slow: rank 1 on node2" in text and (run_dir / "report-ranks.png").is_file()
+
+
+def test_an_unslowed_run_names_no_one(tmp_path, slurm_cluster, hpcjax_home):
+    run_dir, log, paces = train(tmp_path, slow=False)
+    assert len(paces) == 7
+    assert all(p["slow_rank"] is None and p["slow"] == "" for p in paces), paces
+    assert "slow:" not in log
+    run_hpcjax("report", str(run_dir), cwd=tmp_path)
+    assert "none named" in (run_dir / "report.html").read_text()

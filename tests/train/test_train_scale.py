@@ -1,0 +1,102 @@
+"""Training at scale, on this machine: the compilation cache reused by a second run,
+hybrid sharding agreeing with data parallelism across 2 emulated nodes, a profiler
+trace of chosen steps, the time to the first step."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import numpy as np
+import pytest
+
+from hpcjax import launch
+from hpcjax.launch.spec import JobSpec, Layout
+from test_train import SMALL, STRATEGY_RTOL, train
+
+pytestmark = pytest.mark.jax  # needs JAX on this machine
+
+
+def local_train(tmp_path, name: str, *options: str) -> tuple[dict, str]:
+    """`hpcjax train` as a local job of 2 nodes x 2 emulated GPUs (4 processes)."""
+    spec = JobSpec(command=(sys.executable, "-m", "hpcjax", "train", "--json", "--run-dir", str(tmp_path / name),
+                            *SMALL, "--checkpoint-every", "0", *options),
+                   layout=Layout(nodes=2, gpus_per_node=2), output_dir=str(tmp_path / f"{name}-logs"))
+    run = launch.submit(spec, "local")
+    run.wait(progress=False).raise_if_failed()
+    log = run.logs(rank=0)
+    return json.loads(log.strip().splitlines()[-1]), log
+
+
+def test_hybrid_sharding_across_two_nodes_agrees_with_data_parallel(tmp_path, hpcjax_home):
+    dp, _ = local_train(tmp_path, "dp", "--strategy", "dp", "--steps", "12")
+    hsdp, log = local_train(tmp_path, "hsdp", "--strategy", "hsdp", "--steps", "12")
+    assert "mesh replica 2 (across 2 nodes) x data 2 (within a node) x tensor 1" in log
+    np.testing.assert_allclose(hsdp["losses"], dp["losses"], rtol=STRATEGY_RTOL)
+    assert hsdp["val_loss"] == pytest.approx(dp["val_loss"], rel=STRATEGY_RTOL)
+
+
+def test_a_second_run_takes_its_first_step_from_the_cache_with_the_same_losses(tmp_path, hpcjax_home):
+    cache = str(tmp_path / "cache")
+    cold, cold_log = local_train(tmp_path, "cold", "--steps", "6", "--compile-cache", cache)
+    warm, warm_log = local_train(tmp_path, "warm", "--steps", "6", "--compile-cache", cache)
+    assert "written to the compilation cache" in cold_log
+    assert f"from the compilation cache (1 program(s), {cache})" in warm_log
+    assert warm["losses"] == cold["losses"]
+    first = warm["time_to_first_step"]
+    assert first["compile_cache"].startswith("from the compilation cache")
+    assert first["total_s"] >= first["compile_s"] + first["first_step_s"]
+
+
+def test_the_compile_cache_defaults_to_the_run_directory_and_can_be_turned_off(tmp_path):
+    _, err = train(tmp_path, "auto", "--steps", "2", "--checkpoint-every", "0", shared_cache=False)
+    assert (tmp_path / "auto" / "compile-cache").is_dir()
+    assert any((tmp_path / "auto" / "compile-cache").iterdir())
+    summary, err = train(tmp_path, "off", "--steps", "2", "--checkpoint-every", "0", "--compile-cache", "off")
+    assert not (tmp_path / "off" / "compile-cache").exists()
+    assert "no persistent compilation cache" in summary["time_to_first_step"]["compile_cache"]
+    assert "time to first step:" in err
+
+
+def test_auto_takes_the_cache_the_job_names_in_the_environment():
+    from hpcjax.train.config import TrainConfig
+
+    config = TrainConfig(run_dir="/runs/a")
+    assert config.compile_cache_dir({}) == "/runs/a/compile-cache"
+    assert config.compile_cache_dir({"HPCJAX_COMPILE_CACHE": "/shared/jax-cache"}) == "/shared/jax-cache"
+    assert config.compile_cache_dir({"HPCJAX_COMPILE_CACHE": "off"}) is None
+    assert TrainConfig(compile_cache="/mine").compile_cache_dir({"HPCJAX_COMPILE_CACHE": "/shared"}) == "/mine"
+
+
+def test_profile_steps_leave_a_trace_naming_the_train_step(tmp_path):
+    _, err = train(tmp_path, "prof", "--steps", "8", "--checkpoint-every", "0", "--profile-steps", "3:5")
+    traces = list((tmp_path / "prof" / "profile").rglob("*.xplane.pb"))
+    assert len(traces) == 1, err
+    assert b"_train_step" in traces[0].read_bytes()
+    assert "profile of steps 3..5 in" in err and "tensorboard --logdir" in err
+
+
+def test_a_cache_written_by_another_configuration_is_not_used_for_this_one(tmp_path):
+    cache = str(tmp_path / "cache")
+    train(tmp_path, "other", "--steps", "2", "--checkpoint-every", "0", "--compile-cache", cache)
+    wider = ["--steps", "3", "--checkpoint-every", "0", "--d-model", "128", "--heads", "4"]
+    shared, err = train(tmp_path, "shared", *wider, "--compile-cache", cache)
+    alone, _ = train(tmp_path, "alone", *wider, "--compile-cache", "off")
+    assert shared["time_to_first_step"]["compile_cache"].startswith("compiled 1 program(s)")
+    assert shared["losses"] == alone["losses"]
+
+
+def test_any_program_using_hpcjax_initialize_gets_the_cache_from_the_environment(tmp_path):
+    import os
+    import subprocess
+
+    program = ("import jax, jax.numpy as jnp\nfrom hpcjax.rank import initialize\nfrom hpcjax.rank import "
+               "compile_cache\ninitialize()\nprint(float(jax.jit(lambda x: (x * 2).sum())(jnp.ones(4))))\n"
+               "print(compile_cache.stats().describe())\n")
+    env = {**os.environ, "HPCJAX_COMPILE_CACHE": str(tmp_path / "cache"), "JAX_PLATFORMS": "cpu"}
+    runs = [subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, env=env, timeout=120)
+            for _ in range(2)]
+    assert [r.returncode for r in runs] == [0, 0], runs[0].stderr
+    assert runs[0].stdout.splitlines()[0] == runs[1].stdout.splitlines()[0] == "8.0"
+    assert "written to the compilation cache" in runs[0].stdout
+    assert "from the compilation cache" in runs[1].stdout
