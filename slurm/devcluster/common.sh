@@ -5,8 +5,10 @@ DIR=${HPCJAX_DEVCLUSTER_DIR:-/var/lib/hpcjax-devcluster}
 CLUSTER=hpcjaxdev
 # Ports of our own, far from the defaults, so a site's SLURM is never touched:
 # +0 slurmctld, +1 slurmd default, +2 slurmdbd, +3 MariaDB, +100.. one per slurmd.
+# Below 10000: the coordinator ports hpcjax derives from job ids (contract.PORT_BASE
+# upwards) must never meet a daemon's (job 425 once drew slurmctld's 16800).
 # shellcheck disable=SC2034
-PORT_BASE=${HPCJAX_DEVCLUSTER_PORT_BASE:-16800}
+PORT_BASE=${HPCJAX_DEVCLUSTER_PORT_BASE:-7800}
 
 log() { echo "devcluster: $*" >&2; }
 die() { echo "devcluster: error: $*" >&2; exit 1; }
