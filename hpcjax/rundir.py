@@ -50,6 +50,20 @@ def kind_of(entry: dict) -> str | None:
     return None
 
 
+RUN_DIR_FLAG = "--run-dir"  # how `hpcjax train` and the examples name a run's directory
+
+
+def run_dir_argument(command) -> str | None:
+    """The run directory a job's command names (`--run-dir X` or `--run-dir=X`), if any."""
+    command = list(command)
+    for i, word in enumerate(command):
+        if word == RUN_DIR_FLAG and i + 1 < len(command):
+            return command[i + 1]
+        if word.startswith(RUN_DIR_FLAG + "="):
+            return word.split("=", 1)[1]
+    return None
+
+
 def _entry(name: str, doc: str) -> property:
     return property(lambda self: self.path / name, doc=doc)
 

@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-# shellcheck checks every rendered script; Charliecloud (ch-run) runs the container tests
+# Shellcheck lints every rendered script; Charliecloud (ch-run) runs the container tests
 # for real in an image debootstrap makes (Apptainer is not installable here); headless
 # Chromium loads the run report.
 missing=()
@@ -14,23 +14,33 @@ command -v shellcheck >/dev/null || missing+=(shellcheck)
 command -v ch-run >/dev/null || missing+=(charliecloud-runtime)
 command -v debootstrap >/dev/null || missing+=(debootstrap)
 command -v chromium >/dev/null || missing+=(chromium)  # loads `hpcjax report` pages headless
+# The tests' own sshd (127.0.0.1 only, started and stopped by tests/sshd.py) and rsync: the
+# laptop-to-cluster tests. Debian's package would start a system sshd on port 22; a
+# policy-rc.d (unless the machine has one) keeps it from starting any service.
+[ -x /usr/sbin/sshd ] || missing+=(openssh-server)
+command -v rsync >/dev/null || missing+=(rsync)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "test.sh: installing ${missing[*]} (apt-get)" >&2
   apt-get update -qq >/dev/null
+  policy=/usr/sbin/policy-rc.d
+  if [ ! -e "$policy" ]; then printf '#!/bin/sh\nexit 101\n' >"$policy" && chmod +x "$policy" && made_policy=1; fi
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+  if [ -n "${made_policy:-}" ]; then rm -f "$policy"; fi
 fi
 echo "test.sh: installing hpcjax and its dependencies (pip)" >&2
 python3 -m pip install -q --disable-pip-version-check --root-user-action=ignore -e ".[test]"
 # pyenv only sees a new console script after a rehash.
 if command -v pyenv >/dev/null; then pyenv rehash; fi
 bash slurm/devcluster/up.sh
+# The dev cluster's second account, whose login shell has a Python with JAX (not hpcjax).
+bash slurm/devcluster/cluster-user.sh >/dev/null
 export SLURM_CONF=${SLURM_CONF:-${HPCJAX_DEVCLUSTER_DIR:-/var/lib/hpcjax-devcluster}/etc/slurm.conf}
 # The container tests' image: JAX and NumPy without hpcjax, kept between runs (about a
 # minute the first time).
 HPCJAX_TEST_IMAGE=$(bash containers/charliecloud-image.sh)
 export HPCJAX_TEST_IMAGE
-# Three workers: the cluster and container tests in two groups (tests/conftest.py), so at most
-# two share the dev cluster; the rest spread over all three; then the few tests that need an
+# Three workers: the cluster and container tests in three groups (tests/conftest.py), so at
+# most three share the dev cluster; the rest spread over all three; then the few tests that need an
 # idle machine or the whole cluster, alone.
 status=0
 python3 -m pytest -ra -n 3 --dist loadgroup -m "not serial" "$@" || status=$?

@@ -10,8 +10,9 @@ The project's test command starts the cluster and builds the image, so every tie
 a cluster test fails, never skips, when the cluster is down.
 
 Running in parallel (scripts/test.sh: `-n 3 --dist loadgroup`): the cluster and container
-tests are in two xdist groups by file (CLUSTER_GROUPS, balanced by their measured time), so
-at most two of them share the dev cluster at once, each group in order on one worker, while
+tests are in three xdist groups by file (CLUSTER_GROUPS, balanced by their measured time;
+the laptop-over-SSH tests, mostly waiting, in a group of their own), so at most three of them
+share the dev cluster at once, each group in order on one worker, while
 the rest spread over the workers. Tests whose verdict needs an idle machine or the whole
 cluster (`pytest.mark.serial`: who waits for whom, in seconds; stopping slurmdbd) are left
 out of that run and run alone after it.
@@ -37,12 +38,13 @@ STANDINS = TESTS / "standins"
 DEVCLUSTER_CONF = Path(os.environ.get("HPCJAX_DEVCLUSTER_DIR", "/var/lib/hpcjax-devcluster")) / "etc/slurm.conf"
 TIERS = ("pure", "jax", "cluster", "container")
 # Cluster test files -> the xdist group they run in (scripts/test.sh); each group's files run
-# one test at a time. Balanced by the seconds each file took in a parallel run (in brackets).
+# one test at a time (so at most three share the dev cluster). Balanced by the seconds each file took in a parallel run (in brackets).
 CLUSTER_GROUPS = {
     "cluster-a": ("test_failures_cluster", "test_api_cluster", "test_triage_cluster",  # 368, 143, 101
                   "test_plain_jax_cluster", "test_runtime_cluster", "test_run_cluster"),  # 71, 61, 16
     "cluster-b": ("test_train_cluster", "test_containers_cluster", "test_train_scale_cluster",  # 205, 178, 121
                   "test_submit_cluster", "test_pipeline_cluster", "test_scalars_cluster"),  # 98, 96, 41
+    "cluster-c": ("test_remote_cluster",),  # 270 alone: mostly waiting on ssh, sshd and the queue
 }
 for helpers in (TESTS, TESTS / "api", TESTS / "train"):  # support, api_cases, straggler from any folder
     if str(helpers) not in sys.path:
@@ -62,7 +64,7 @@ def pytest_collection_modifyitems(config, items):
         fixtures = set(getattr(item, "fixturenames", ()))
         if "charliecloud_image" in fixtures:
             item.add_marker(pytest.mark.container)
-        if fixtures & {"slurm_cluster", "shared_storage"}:
+        if fixtures & {"slurm_cluster", "shared_storage", "ssh_cluster"}:
             item.add_marker(pytest.mark.cluster)
         if item.get_closest_marker("cluster") or item.get_closest_marker("container"):
             item.add_marker(pytest.mark.xdist_group(cluster_group(item.path.stem)))
@@ -120,6 +122,29 @@ def slurm_cluster():
     if ping.returncode != 0:
         pytest.fail(f"the dev cluster is not up (sinfo: {ping.stderr.strip()}); run slurm/devcluster/up.sh")
     return ping.stdout
+
+
+@pytest.fixture(scope="session")
+def ssh_cluster(slurm_cluster):
+    """The dev cluster's login node over SSH (tests/sshd.py): a private sshd on 127.0.0.1 as the
+    cluster user, for this session (each xdist worker has its own, and its own remote_dir)."""
+    from sshd import Sshd
+
+    made = subprocess.run(["bash", str(REPO / "slurm/devcluster/cluster-user.sh")], capture_output=True, text=True)
+    if made.returncode != 0:
+        pytest.fail(f"cannot make the cluster user: {made.stderr[-2000:]}")
+    server = Sshd(DEVCLUSTER_CONF.parent.parent / "sshd", made.stdout.strip(), "python3")
+    server.start()
+    yield server
+    server.cleanup()
+
+
+@pytest.fixture
+def laptop(tmp_path, monkeypatch, hpcjax_home):
+    """This process as a laptop: no SLURM of its own (a local squeue or sbatch would fail), its
+    records and working directory in places the cluster user cannot read."""
+    monkeypatch.setenv("SLURM_CONF", str(tmp_path / "no-slurm-here.conf"))
+    return tmp_path
 
 
 @pytest.fixture

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import tempfile
 from pathlib import Path
 
@@ -19,6 +20,19 @@ def records_dir() -> Path:
 
 def _path(job_id: str) -> Path:
     return records_dir() / f"{job_id}.json"
+
+
+def key(job_id: str, destination: str | None = None) -> str:
+    """The record's name: the job id, and for a cluster reached over SSH its destination too
+    (two clusters, or a cluster and this machine, hand out the same ids)."""
+    if not destination:
+        return str(job_id)
+    return f"{job_id}@{re.sub(r'[^A-Za-z0-9_.-]', '_', destination)}"
+
+
+def remote_keys(job_id: str) -> list[str]:
+    """The records of this job id on clusters reached over SSH."""
+    return sorted(p.stem for p in records_dir().glob(f"{job_id}@*.json"))
 
 
 def load(job_id: str) -> dict | None:
@@ -34,7 +48,7 @@ def save(job_id: str, record: dict) -> None:
     directory.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{job_id}.")
     with os.fdopen(fd, "w") as handle:
-        json.dump({"job_id": job_id, **record}, handle)
+        json.dump({"job_id": job_id.split("@")[0], **record}, handle)
     os.replace(tmp, _path(job_id))
 
 

@@ -1,6 +1,6 @@
 """The `hpcjax` command. Thin: parse, build a spec or find a job, call one step.
 
-Verbs by subject: jobs (render, submit, status, logs, cancel), smoke, rank
+Verbs by subject: jobs (render, submit, status, logs, cancel), fetch and tunnel, smoke, rank
 (env, check: they run inside a job step), train, profile, container. Importing the CLI imports
 neither JAX nor jinja2 nor submitit: `hpcjax render` runs many times on login
 nodes and has to answer at once, and `hpcjax check` must start inside an image
@@ -14,6 +14,7 @@ import sys
 
 from hpcjax import __version__
 from hpcjax.cli.container import add_container_verb
+from hpcjax.cli.fetch import add_fetch_verbs
 from hpcjax.cli.jobs import add_job_verbs
 from hpcjax.cli.options import Parser, join_dashed_values
 from hpcjax.cli.profile import add_profile_verb
@@ -47,6 +48,7 @@ def build_parser() -> Parser:
     add_profile_verb(sub)
     add_container_verb(sub)
     add_report_verb(sub)
+    add_fetch_verbs(sub)
     return parser
 
 

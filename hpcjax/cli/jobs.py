@@ -9,7 +9,8 @@ import sys
 from pathlib import Path
 
 from hpcjax.errors import UsageError
-from hpcjax.cli.options import add_backend_option, add_job_options, spec_from_args, write_atomically
+from hpcjax.cli.options import (add_backend_option, add_cluster_options, add_job_options, cluster_from_args,
+                                merged_options, spec_from_args, write_atomically)
 
 
 def cmd_render(args: argparse.Namespace, command: list[str]) -> int:
@@ -46,16 +47,23 @@ def follow(run) -> int:
     return outcome.exit_code
 
 
+def shipping_of(values: dict) -> dict:
+    """How the working tree is shipped to a cluster reached over SSH (the profile's limit)."""
+    return {"limit_mb": values["ship_limit_mb"]} if values.get("ship_limit_mb") else {}
+
+
 def cmd_submit(args: argparse.Namespace, command: list[str]) -> int:
     from hpcjax import launch
 
     spec = spec_from_args(args, command)
+    values = merged_options(args)
+    cluster = cluster_from_args(args, values)
     if args.dry_run:
         from hpcjax.launch.render import render_sbatch
         print(f"dry run: would submit {spec.layout.name} with this script:", file=sys.stderr)
         sys.stdout.write(render_sbatch(spec))
         return 0
-    run = launch.submit(spec, args.backend)
+    run = launch.submit(spec, args.backend, cluster, **shipping_of(values))
     print(run.job_id, flush=True)
     if not args.wait and run.backend == "slurm":
         return 0
@@ -65,7 +73,7 @@ def cmd_submit(args: argparse.Namespace, command: list[str]) -> int:
 def cmd_status(args: argparse.Namespace, command: list[str]) -> int:
     from hpcjax.launch import attach
 
-    run = attach(args.job_id)
+    run = attach(args.job_id, cluster_from_args(args))
     if args.json:
         print(json.dumps(run.as_dict(), indent=2))
     else:
@@ -79,7 +87,7 @@ def cmd_logs(args: argparse.Namespace, command: list[str]) -> int:
     if args.follow and args.tail is not None:
         raise UsageError("--tail and --follow together", "--follow streams each log from its start; "
                          "drop --tail, or use --tail without --follow")
-    run = attach(args.job_id)
+    run = attach(args.job_id, cluster_from_args(args))
     if not args.follow:
         sys.stdout.write(run.logs(rank=args.rank, tail=args.tail))
         return 0
@@ -100,7 +108,7 @@ def cmd_logs(args: argparse.Namespace, command: list[str]) -> int:
 def cmd_cancel(args: argparse.Namespace, command: list[str]) -> int:
     from hpcjax.launch import attach
 
-    attach(args.job_id).cancel()
+    attach(args.job_id, cluster_from_args(args)).cancel()
     print(f"cancelled job {args.job_id}", file=sys.stderr)
     return 0
 
@@ -118,11 +126,13 @@ def add_job_verbs(sub) -> None:
                              "ranks are this process's children)")
     submit.add_argument("--dry-run", action="store_true", help="show what would be submitted")
     add_backend_option(submit)
+    add_cluster_options(submit)
     submit.set_defaults(run=cmd_submit, takes_command=True)
 
     status = sub.add_parser("status", help="state of a job (finished jobs too)")
     status.add_argument("job_id")
     status.add_argument("--json", action="store_true")
+    add_cluster_options(status, profile_file=True)
     status.set_defaults(run=cmd_status, takes_command=False)
 
     logs = sub.add_parser("logs", help="per-rank output of a job")
@@ -131,8 +141,10 @@ def add_job_verbs(sub) -> None:
     logs.add_argument("--tail", type=int, help="only the last N lines of each rank")
     logs.add_argument("-f", "--follow", action="store_true",
                       help="stream new lines while the job runs; stop when it ends")
+    add_cluster_options(logs, profile_file=True)
     logs.set_defaults(run=cmd_logs, takes_command=False)
 
     cancel = sub.add_parser("cancel", help="cancel a job")
     cancel.add_argument("job_id")
+    add_cluster_options(cancel, profile_file=True)
     cancel.set_defaults(run=cmd_cancel, takes_command=False)

@@ -116,14 +116,71 @@ def command_line_options(args: argparse.Namespace) -> dict:
     return given
 
 
-def spec_from_args(args: argparse.Namespace, command: list[str]) -> JobSpec:
+def merged_options(args: argparse.Namespace) -> dict:
+    """The profile's values (if --profile) under the command line's."""
     from hpcjax.launch import profiles
 
     values = profiles.resolve(args.profile, args.profile_file)[0] if args.profile else {}
-    if args.profile_file and not args.profile:
+    if args.profile_file and not args.profile and not getattr(args, "cluster", None):
         raise UsageError("--profile-file without --profile", "name the profile to apply: --profile NAME")
-    merged = profiles.with_overrides(values, command_line_options(args))
-    return profiles.build_spec(command, merged, defaults=args.job_defaults)
+    return profiles.with_overrides(values, command_line_options(args))
+
+
+def spec_from_args(args: argparse.Namespace, command: list[str]) -> JobSpec:
+    from hpcjax.launch import profiles
+
+    return profiles.build_spec(command, merged_options(args), defaults=args.job_defaults)
+
+
+def add_cluster_options(parser: argparse.ArgumentParser, *, profile_file: bool = False) -> None:
+    """--cluster (and --remote-dir) for the verbs that reach a cluster from a laptop."""
+    group = parser.add_argument_group("cluster reached over SSH (from a laptop)")
+    group.add_argument("--cluster", metavar="DEST|PROFILE",
+                       help="the cluster's login node: an SSH destination (user@login.example.org, or a Host "
+                            "alias of ~/.ssh/config) or a profile that names one (host = ...); default: the "
+                            "profile's host, else this machine")
+    group.add_argument("--remote-dir", help="the directory on the cluster that holds what hpcjax ships "
+                                            "(default $HOME/hpcjax; $VARIABLES are the cluster's)")
+    if profile_file:
+        group.add_argument("--profile-file", metavar="FILE", help="the profiles file (default: "
+                           "$HPCJAX_PROFILES, else ~/.config/hpcjax/profiles.toml)")
+
+
+def cluster_from_args(args: argparse.Namespace, values: dict | None = None):
+    """The Cluster the options name (None: this machine). --cluster is a profile's name when
+    the profiles file has one that names a host, else an SSH destination; the profile's
+    other cluster keys (remote_dir, ssh_options, python) come along."""
+    from hpcjax.launch import profiles
+
+    values = dict(values or {})
+    name = getattr(args, "cluster", None)
+    if name:
+        named = _profile_named(name, getattr(args, "profile_file", None))
+        if named is not None:
+            if not named.get("host"):
+                raise UsageError(f"--cluster {name}: the profile {name!r} names no host",
+                                 f'add host = "user@login.example.org" to [profiles.{name}], or give an SSH '
+                                 "destination to --cluster")
+            values = {**values, **{k: v for k, v in named.items() if k in profiles.CLUSTER_KEYS}}
+            name = None
+    if getattr(args, "remote_dir", None):
+        values["remote_dir"] = args.remote_dir
+    return profiles.cluster_of(values, name)
+
+
+def _profile_named(name: str, profile_file: str | None) -> dict | None:
+    from hpcjax.errors import ConfigError
+    from hpcjax.launch import profiles
+
+    if "@" in name:
+        return None
+    try:
+        path, found = profiles.load(profile_file)
+    except ConfigError:
+        if profile_file:
+            raise
+        return None  # no profiles file: the name is an SSH destination
+    return profiles.resolve(name, path)[0] if name in found else None
 
 
 def write_atomically(path: Path, text: str) -> None:

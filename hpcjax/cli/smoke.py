@@ -8,7 +8,9 @@ import json
 import sys
 from pathlib import Path
 
-from hpcjax.cli.options import add_backend_option, add_job_options, parse_sizes, spec_from_args
+from hpcjax.cli.jobs import shipping_of
+from hpcjax.cli.options import (add_backend_option, add_cluster_options, add_job_options, cluster_from_args,
+                                merged_options, parse_sizes, spec_from_args)
 from hpcjax.errors import UsageError
 
 PLOT_FORMATS = (".png", ".svg", ".pdf")
@@ -29,16 +31,21 @@ def cmd_smoke(args: argparse.Namespace, command: list[str]) -> int:
     if args.plot and Path(args.plot).suffix.lower() not in PLOT_FORMATS:
         raise UsageError(f"--plot {args.plot!r}: a plot is written as {', '.join(PLOT_FORMATS)}",
                          "e.g. --plot bandwidth.png")
-    spec = smoke.smoke_spec(spec_from_args(args, ["placeholder"]), args.bandwidth, args.sizes)
-    backend = launch.choose_backend(args.backend)
-    run = launch.submit(spec, backend)
+    values = merged_options(args)
+    cluster = cluster_from_args(args, values)
+    spec = smoke.smoke_spec(spec_from_args(args, ["placeholder"]), args.bandwidth, args.sizes,
+                            cluster.python if cluster else None)
+    backend = "slurm" if cluster else launch.choose_backend(args.backend)
+    # The checks need nothing of the working tree: only hpcjax itself is shipped.
+    run = launch.submit(spec, backend, cluster, ship_code=False, **shipping_of(values)) if cluster \
+        else launch.submit(spec, backend)
     try:
         run.wait()
     except KeyboardInterrupt:
         run.cancel()  # a smoke test is worth nothing half-run
         print(f"\ninterrupted: cancelled smoke job {run.job_id}", file=sys.stderr)
         return 130
-    reports = smoke.read_reports(run.rank_logs())
+    reports = smoke.read_reports(run)
     rows = smoke.verdicts(reports, spec.layout.num_processes, args.bandwidth)
     ok = all(r["ok"] for r in rows)
     pairs = reports.get(0, {}).get("bandwidth", {}).get("pairs", [])
@@ -46,7 +53,8 @@ def cmd_smoke(args: argparse.Namespace, command: list[str]) -> int:
         print(json.dumps({"layout": spec.layout.name, "backend": backend, "job_id": run.job_id, "ranks": rows,
                           "pairs": pairs, "ok": ok}, indent=2))
     else:
-        print(f"smoke test {spec.layout.name} ({backend}, job {run.job_id}):")
+        where = f" on {cluster.destination}" if cluster else ""
+        print(f"smoke test {spec.layout.name} ({backend}{where}, job {run.job_id}):")
         print(smoke.format_table(rows, args.bandwidth))
         print(smoke.format_pairs(pairs), end="")
     if args.plot and "bandwidth" in reports.get(0, {}):
@@ -65,5 +73,6 @@ def add_smoke_verb(sub) -> None:
     smoke.add_argument("--plot", metavar="FILE.png", help="with --bandwidth: bus bandwidth by message size, "
                        "for all devices and per node pair, drawn into FILE")
     add_backend_option(smoke)
+    add_cluster_options(smoke)
     smoke.add_argument("--json", action="store_true", help="the verdict as JSON on stdout")
     smoke.set_defaults(run=cmd_smoke, takes_command=True)

@@ -26,10 +26,12 @@ CACHE_VARIABLES = (contract.COMPILE_CACHE_ENV, "JAX_COMPILATION_CACHE_DIR")
 LOG_DIR = f'"${contract.LOG_DIR_ENV}"'
 
 
-def hpcjax_package_dir() -> Path:
-    """The hpcjax package bound into containers: this one, unless $HPCJAX_BIND_SOURCE names
-    the path the compute nodes see (a login node may mount the venv elsewhere)."""
-    return Path(os.environ.get(BIND_SOURCE_ENV) or Path(__file__).resolve().parent.parent)
+def hpcjax_package_dir(spec=None) -> str:
+    """The hpcjax package bound into containers: this one, unless HPCJAX_BIND_SOURCE (the job's
+    --env, else this process's environment) names the path the compute nodes see (a login node
+    may mount the venv elsewhere; a laptop ships hpcjax to the cluster)."""
+    given = dict(spec.env).get(BIND_SOURCE_ENV) if spec is not None else None
+    return given or os.environ.get(BIND_SOURCE_ENV) or str(Path(__file__).resolve().parent.parent)
 
 
 def user_binds(container) -> list[tuple[str, str]]:
@@ -51,7 +53,7 @@ def binds_of(spec) -> list[tuple[str, str]]:
         if cache and cache.startswith("/") and Path(cache).is_dir() and cache not in bound:
             pairs.append((cache, cache))
     if spec.container.bind_hpcjax and spec.container.in_container:
-        pairs.append((str(hpcjax_package_dir()), f"{HPCJAX_TARGET}/hpcjax"))
+        pairs.append((hpcjax_package_dir(spec), f"{HPCJAX_TARGET}/hpcjax"))
     return pairs
 
 

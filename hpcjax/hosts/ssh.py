@@ -73,6 +73,8 @@ def explain(said: str, destination: str) -> tuple[str, str]:
 class SshHost:
     """A login node: `run` a command there, read and write files there (RemoteFiles)."""
 
+    remote = True
+
     def __init__(self, destination: str, options: tuple[str, ...] = ()) -> None:
         if not destination or destination.startswith("-") or any(c.isspace() for c in destination):
             raise HpcjaxError(f"invalid SSH destination {destination!r}",
@@ -85,7 +87,9 @@ class SshHost:
         self._connected = False
 
     def ssh(self, *extra: str) -> list[str]:
-        return ["ssh", *self.options, "-o", f"ControlPath={control_dir()}/%C", *extra]
+        # Keyed by the destination and options as given, not only by OpenSSH's %C (user, host,
+        # port): two Host aliases of one login node may differ in what a session sends.
+        return ["ssh", *self.options, "-o", f"ControlPath={control_dir()}/{self.key[4:]}-%C", *extra]
 
     def alive(self) -> bool:
         """Whether the shared connection is up (`ssh -O check`)."""

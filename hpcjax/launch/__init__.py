@@ -46,37 +46,62 @@ def choose_backend(name: str | None = "auto", *, quiet: bool = False) -> str:
     return "local"
 
 
-def submit(spec, backend: str | None = "auto"):
-    """Run spec on the chosen backend; return its Run handle."""
-    if choose_backend(backend) == "slurm":
+def submit(spec, backend: str | None = "auto", cluster=None, **shipping):
+    """Run spec on the chosen backend; return its Run handle. With a Cluster reached over
+    SSH, the job goes there (shipping: root, limit_mb, uploads; see launch.remote)."""
+    if _slurm_for(backend, cluster):
         from hpcjax.launch import slurm
-        return slurm.submit(spec)
+        return slurm.submit(spec, cluster, **shipping)
     from hpcjax.launch import local
     return local.submit(spec)
 
 
-def submit_array(spec, backend: str | None = "auto") -> list:
+def submit_array(spec, backend: str | None = "auto", cluster=None, **shipping) -> list:
     """Run a job array (spec.array elements, at most spec.array_parallel at once) on the
     chosen backend; return one Run per element, in order. Each element sees its index as
     SLURM_ARRAY_TASK_ID on either backend."""
     if not spec.array:
         raise UsageError("submit_array needs a job array (array=N)", "use submit(spec) for one job")
-    if choose_backend(backend) == "slurm":
+    if _slurm_for(backend, cluster):
         from hpcjax.launch import slurm
-        return slurm.submit_array(spec)
+        return slurm.submit_array(spec, cluster, **shipping)
     from hpcjax.launch import localqueue
     return localqueue.submit_array(spec)
 
 
-def attach(job_id: str):
-    """The Run of a job submitted earlier, from its id: hpcjax's record says which
-    backend ran it; a job without a record is a SLURM job (plain sbatch)."""
+def _slurm_for(backend: str | None, cluster) -> bool:
+    if cluster is not None and cluster.remote:
+        if (backend or "auto") not in ("auto", "slurm"):
+            raise UsageError(f"--backend {backend} runs on this machine, not on the cluster {cluster.destination}",
+                             "drop --cluster to run here, or drop --backend to submit to the cluster")
+        return True
+    return choose_backend(backend) == "slurm"
+
+
+def attach(job_id: str, cluster=None):
+    """The Run of a job submitted earlier, from its id: hpcjax's record says which backend
+    (and which cluster) ran it; a job without a record is a SLURM job (plain sbatch). With a
+    cluster reached over SSH, its record there is the truth (another laptop submitted it)."""
     from hpcjax.catalog import records
     from hpcjax.launch.slurmctl import check_job_id
 
-    record = records.load(check_job_id(job_id))
+    job_id = check_job_id(job_id)
+    if cluster is not None and cluster.remote:
+        from hpcjax.launch import remote
+        from hpcjax.launch.slurm import SlurmRun
+
+        record = records.load(records.key(job_id, cluster.destination)) or remote.load_record(cluster, job_id)
+        return SlurmRun.attach(job_id, record, cluster)
+    record = records.load(job_id)
+    if record is None and cluster is None:
+        elsewhere = records.remote_keys(job_id)
+        if len(elsewhere) > 1:
+            names = ", ".join(records.load(k)["cluster"]["destination"] for k in elsewhere)
+            raise UsageError(f"job {job_id} was submitted to more than one cluster ({names})",
+                             "name the one you mean with --cluster")
+        record = records.load(elsewhere[0]) if elsewhere else None
     if record and record.get("backend") == "local":
         from hpcjax.launch.local import LocalRun
-        return LocalRun.attach(str(job_id), record)
+        return LocalRun.attach(job_id, record)
     from hpcjax.launch.slurm import SlurmRun
-    return SlurmRun.attach(str(job_id), record)
+    return SlurmRun.attach(job_id, record)

@@ -109,11 +109,19 @@ def tail_lines(text: str, count: int | None) -> str:
     return "".join(lines[-count:]) if count > 0 else ""
 
 
-def read_tail(path: Path, count: int = LOG_TAIL_LINES) -> str:
-    """The last lines of a log, without C++ stack addresses."""
-    if not path.is_file():
+def read_local(path) -> str | None:
+    try:
+        return Path(path).read_text(errors="replace")
+    except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+        return None
+
+
+def read_tail(path, count: int = LOG_TAIL_LINES, read_text=read_local) -> str:
+    """The last lines of a log (read with `read_text`: here, or on the cluster), without C++
+    stack addresses."""
+    text = read_text(str(path))
+    if not text:
         return ""
-    text = path.read_text(errors="replace")
     return tail_lines("".join(line for line in text.splitlines(keepends=True) if not STACK_NOISE.match(line)),
                       count)
 
@@ -141,13 +149,17 @@ def srun_events(batch_log: str) -> list[TaskEvent]:
 
 
 def analyze(job_id: str, state: str, events: list[TaskEvent], rank_log, *, job_exit_code: int = 0,
-            stopped_by: str = "srun", note: str = "", batch_log: str = "") -> Outcome:
-    """The Outcome of a finished job. `rank_log(rank)` is the path of a rank's log;
-    `batch_log` the text of the job's (last attempt's) batch log, if it has one."""
+            stopped_by: str = "srun", note: str = "", batch_log: str = "", read_text=read_local) -> Outcome:
+    """The Outcome of a finished job. `rank_log(rank)` is the path of a rank's log, read with
+    `read_text` (a host's files); `batch_log` the text of the job's (last attempt's) batch log."""
     if state == "COMPLETED":
         return Outcome(job_id=job_id, state=state, exit_code=0, stopped_by=stopped_by)
-    outcome = _blame(job_id, state, events, rank_log, job_exit_code, stopped_by, note)
-    texts = {f"rank {r} log": read_tail(rank_log(r), TRIAGE_LINES)
+
+    def tail(rank: int, count: int = LOG_TAIL_LINES) -> str:
+        return read_tail(rank_log(rank), count, read_text)
+
+    outcome = _blame(job_id, state, events, rank_log, tail, job_exit_code, stopped_by, note)
+    texts = {f"rank {r} log": tail(r, TRIAGE_LINES)
              for r in sorted({r for e in events for r in e.ranks})}
     # srun's lines about the ranks it stopped say nothing of the cause: only the failed ranks' count.
     texts["batch log"] = tail_lines(SRUN_TASK_ERROR.sub("", batch_log), TRIAGE_LINES)
@@ -156,7 +168,7 @@ def analyze(job_id: str, state: str, events: list[TaskEvent], rank_log, *, job_e
     silent = silent_ranks("\n".join(texts.values()))
     if silent:  # the ranks that aborted did so because these went quiet: blame them
         hosts = {r: e.host for e in events for r in e.ranks}
-        failed = tuple(RankFailure(r, hosts.get(r, "?"), SILENT, str(rank_log(r)), read_tail(rank_log(r)))
+        failed = tuple(RankFailure(r, hosts.get(r, "?"), SILENT, str(rank_log(r)), tail(r))
                        for r in silent)
         others = {r for e in events for r in e.ranks} - set(silent)
         outcome = Outcome(job_id=job_id, state=state, exit_code=outcome.exit_code, failed=failed,
@@ -174,7 +186,7 @@ def analyze(job_id: str, state: str, events: list[TaskEvent], rank_log, *, job_e
     return replace(outcome, causes=tuple(causes.values()))
 
 
-def _blame(job_id, state, events, rank_log, job_exit_code, stopped_by, note) -> Outcome:
+def _blame(job_id, state, events, rank_log, tail, job_exit_code, stopped_by, note) -> Outcome:
     # The cause: what was reported before the launcher stopped anyone; failing that,
     # whatever is not a stop. A job that was only stopped (cancelled, timed out) has no
     # failed rank: its ranks are all "stopped".
@@ -184,7 +196,7 @@ def _blame(job_id, state, events, rank_log, job_exit_code, stopped_by, note) -> 
     # In a job SLURM (or the user) ended, a rank that was killed or terminated was stopped, not failing.
     own = [e for e in events if e.before_stop and not (state in ENDED_FROM_OUTSIDE and stop(e))] or \
           [e for e in events if not stop(e)]
-    failed = tuple(RankFailure(rank, e.host, e.what, str(rank_log(rank)), read_tail(rank_log(rank)))
+    failed = tuple(RankFailure(rank, e.host, e.what, str(rank_log(rank)), tail(rank))
                    for e in own for rank in e.ranks)
     blamed = {f.rank for f in failed}
     stopped = tuple(sorted({r for e in events if e not in own for r in e.ranks} - blamed))

@@ -27,14 +27,18 @@ from pathlib import Path
 
 from hpcjax.containers import runtime as runtime_table
 from hpcjax.errors import ConfigError
+from hpcjax.hosts.cluster import DEFAULT_REMOTE_DIR, Cluster
 from hpcjax.launch.spec import Container, JobSpec, Layout
 
 PROFILES_ENV = "HPCJAX_PROFILES"
-INTS = ("nodes", "gpus_per_node", "gpus_per_process", "cpus_per_task", "requeue")
+# Where the cluster is, when hpcjax runs elsewhere (a laptop): its login node as an SSH
+# destination, the directory there that holds what hpcjax ships, the Python of its nodes.
+CLUSTER_KEYS = ("host", "remote_dir", "ssh_options", "python", "ship_limit_mb")
+INTS = ("nodes", "gpus_per_node", "gpus_per_process", "cpus_per_task", "requeue", "ship_limit_mb")
 STRS = ("time", "job_name", "partition", "account", "qos", "constraint", "mem", "output_dir", "runtime",
-        "image", "template")
+        "image", "template", "host", "remote_dir", "python")
 BOOLS = ("exclusive", "retry_failed", "cleanenv", "bind_hpcjax")
-LISTS = ("modules", "binds", "container_flags", "sbatch", "prologue", "epilogue")
+LISTS = ("modules", "binds", "container_flags", "sbatch", "prologue", "epilogue", "ssh_options")
 TABLES = ("env",)
 OPTIONS = INTS + STRS + BOOLS + LISTS + TABLES
 META = ("description", "extends")
@@ -95,6 +99,7 @@ def _check(path: Path, name: str, profile: object, profiles: dict) -> None:
 def _example(key: str) -> str:
     return {"nodes": "nodes = 2", "modules": 'modules = ["dl"] or modules = { append = ["dl"] }',
             "env": 'env = { XLA_FLAGS = "..." }', "exclusive": "exclusive = true",
+            "host": 'host = "me@login.example.org"', "ssh_options": 'ssh_options = ["-F", "~/.ssh/hpc_config"]',
             "sbatch": 'sbatch = ["--licenses=scratch"]'}.get(key, f'{key} = "..."' if key in STRS else f"{key} = 1")
 
 
@@ -169,6 +174,16 @@ def build_spec(command, values: dict, defaults: dict | None = None):
     return JobSpec(command=tuple(command), layout=layout, container=container, modules=tuple(v.get("modules", ())),
                    env=tuple(v.get("env", {}).items()), sbatch_lines=tuple(v.get("sbatch", ())),
                    prologue=tuple(v.get("prologue", ())), epilogue=tuple(v.get("epilogue", ())), **simple)
+
+
+def cluster_of(values: dict, destination: str | None = None) -> Cluster | None:
+    """The cluster a profile's values name (or `destination`, with the profile's other cluster
+    keys); None: this machine."""
+    destination = destination or values.get("host")
+    if not destination:
+        return None
+    return Cluster(destination, remote_dir=values.get("remote_dir", DEFAULT_REMOTE_DIR),
+                   ssh_options=tuple(values.get("ssh_options", ())), python=values.get("python", "python3"))
 
 
 def job_spec(command, *, profile: str | None = None, profile_file: str | Path | None = None, **options):

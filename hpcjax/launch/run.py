@@ -15,13 +15,16 @@ from __future__ import annotations
 import json
 import sys
 import time
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from hpcjax.contract import attempts_log_path, rank_of_log
 from hpcjax.errors import HpcjaxError, UsageError
+from hpcjax.hosts import this_machine
+from hpcjax.hosts.ssh import ConnectionLost
 from hpcjax.launch.outcome import FINISHED_STATES, Outcome, tail_lines
 
 STILL_EVERY_S = 30.0  # while nothing changes, say so this often
+RECONNECT_S = (2, 4, 8, 15, 30)  # waits between tries after a lost connection (then every 30 s)
 
 
 def say(text: str) -> None:
@@ -32,8 +35,12 @@ class Run:
     backend = "?"
     poll_s = 2.0
 
-    def __init__(self, job_id: str, log_dir: Path, num_ranks: int) -> None:
-        self.job_id, self.log_dir, self.num_ranks = str(job_id), Path(log_dir), num_ranks
+    def __init__(self, job_id: str, log_dir, num_ranks: int, host=None) -> None:
+        self.host = host or this_machine()  # where the job's files are (a login node over SSH, or here)
+        # A path of the machine that has the files: a login node's is never opened here.
+        self.log_dir = PurePosixPath(log_dir) if self.host.remote else Path(log_dir)
+        self.job_id, self.num_ranks = str(job_id), num_ranks
+        self.files = self.host.files
         self._outcome: Outcome | None = None
 
     # --- what each backend provides -------------------------------------------------
@@ -86,7 +93,7 @@ class Run:
         job itself says (its latest report) to each line."""
         last, last_print, started = None, 0.0, time.monotonic()
         while True:
-            state, shown = self.poll()
+            state, shown = self.poll_surviving()
             now = time.monotonic()
             if progress and (shown != last or now - last_print >= STILL_EVERY_S):
                 still = "still " if shown == last else ""
@@ -98,11 +105,29 @@ class Run:
                 return self._outcome
             time.sleep(self.poll_s)
 
+    def poll_surviving(self) -> tuple[str, str]:
+        """poll(), riding out a lost connection to the cluster: say so, try again with backoff,
+        say when it is back. The job never depends on this process; only following it does."""
+        failures = 0
+        while True:
+            try:
+                answer = self.poll()
+            except ConnectionLost as lost:
+                wait = RECONNECT_S[min(failures, len(RECONNECT_S) - 1)]
+                say(f"job {self.job_id}: {lost.message}; the job goes on without us. Trying again in {wait} s "
+                    "(Ctrl-C stops following, not the job)")
+                failures += 1
+                time.sleep(wait)
+                continue
+            if failures:
+                say(f"job {self.job_id}: connected again to {self.host.name}")
+            return answer
+
     def attempts(self) -> list[dict]:
         """How each attempt of the job ended (the batch script's lines; a requeued job has
         several): attempt, ended (completed, stopped, failed), exit_code, nodes, failed_node."""
-        path = attempts_log_path(self.log_dir, self.job_id)
-        lines = path.read_text(errors="replace").splitlines() if path.is_file() else []
+        text = self.files.read_text(str(attempts_log_path(self.log_dir, self.job_id)))
+        lines = text.splitlines() if text else []
         found = []
         for line in lines:
             try:
@@ -119,15 +144,17 @@ class Run:
             f"{a.get('attempt')} {a.get('ended')} on {a.get('nodes')}"
             + (f" (failed on {a['failed_node']})" if a.get("failed_node") else "") for a in attempts)
 
-    def rank_logs(self) -> dict[int, Path]:
+    def rank_logs(self) -> dict[int, PurePosixPath]:
         """Every rank's log file that exists, by rank."""
         found = {}
-        if self.log_dir.is_dir():
-            for path in self.log_dir.glob(f"{self.job_id}-*"):
-                rank = rank_of_log(path.name, self.job_id)
-                if rank is not None:
-                    found[rank] = path
+        for name in self.files.list_names(str(self.log_dir)):
+            rank = rank_of_log(name, self.job_id)
+            if rank is not None:
+                found[rank] = self.log_dir / name
         return dict(sorted(found.items()))
+
+    def read_log(self, path) -> str:
+        return self.files.read_text(str(path)) or ""
 
     def logs(self, rank: int | None = None, tail: int | None = None) -> str:
         """One rank's log as it is, or every rank's with lines prefixed `[rank R host] `."""
@@ -139,12 +166,12 @@ class Run:
             if rank not in logs:
                 raise UsageError(f"job {self.job_id} has no log for rank {rank}",
                                  f"ranks with logs: {', '.join(map(str, logs))}")
-            return tail_lines(logs[rank].read_text(errors="replace"), tail)
+            return tail_lines(self.read_log(logs[rank]), tail)
         hosts = self.hosts()
         out = []
         for r, path in logs.items():
             prefix = f"[rank {r} {hosts.get(r, '?')}] "
-            out += [prefix + line + "\n" for line in tail_lines(path.read_text(errors="replace"), tail).splitlines()]
+            out += [prefix + line + "\n" for line in tail_lines(self.read_log(path), tail).splitlines()]
         return "".join(out)
 
     def follow_logs(self, write, rank: int | None = None) -> str:
@@ -152,29 +179,32 @@ class Run:
         prefixed `[rank R host] `, until it ends; return its final state. Requeued attempts
         append to the same logs, so they stream on."""
         offsets: dict[int, int] = {}
-        partial: dict[int, str] = {}
+        partial: dict[int, bytes] = {}
         hosts: dict[int, str] = {}
         while True:
-            state, _ = self.poll()
-            ended = state in FINISHED_STATES
-            logs = {r: p for r, p in self.rank_logs().items() if rank is None or r == rank}
-            if logs and any(r not in hosts for r in logs) and state != "PENDING":
-                hosts = self.hosts()
-            for r, path in logs.items():
-                if rank is None and r not in hosts and not ended:
-                    continue  # its node is not known yet (accounting lags): read it once it is
-                with open(path, errors="replace") as handle:
-                    handle.seek(offsets.get(r, 0))
-                    text = partial.pop(r, "") + handle.read()
-                    offsets[r] = handle.tell()
-                lines = text.splitlines(keepends=True)
-                if lines and not lines[-1].endswith("\n") and not ended:
-                    partial[r] = lines.pop()  # the rest of the line is still being written
-                prefix = "" if rank is not None else f"[rank {r} {hosts.get(r, '?')}] "
-                if lines:
-                    write("".join(prefix + line if line.endswith("\n") else prefix + line + "\n"
-                                  for line in lines))
+            try:
+                state, _ = self.poll_surviving()
+                ended = state in FINISHED_STATES
+                logs = {r: p for r, p in self.rank_logs().items() if rank is None or r == rank}
+                if logs and any(r not in hosts for r in logs) and state != "PENDING":
+                    hosts = self.hosts()
+                # Only ranks whose node is known (accounting lags): read the others once it is.
+                ready = {r: p for r, p in logs.items() if rank is not None or r in hosts or ended}
+                new = self.files.read_new({str(p): offsets.get(r, 0) for r, p in ready.items()})
+            except ConnectionLost:
+                time.sleep(1.0)
+                continue  # poll_surviving says so, and waits, at its next call
+            for r, path in ready.items():
+                data = new.get(str(path)) or b""
+                offsets[r] = offsets.get(r, 0) + len(data)
+                data = partial.pop(r, b"") + data
+                if not ended and data and not data.endswith(b"\n"):  # the rest of the line is still coming
+                    cut = data.rfind(b"\n") + 1
+                    data, partial[r] = data[:cut], data[cut:]
+                if data:
+                    prefix = "" if rank is not None else f"[rank {r} {hosts.get(r, '?')}] "
+                    text = data.decode(errors="replace")
+                    write("".join(prefix + line + "\n" for line in text.splitlines()))
             if ended:
                 return state
             time.sleep(min(self.poll_s, 1.0))
-

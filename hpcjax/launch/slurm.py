@@ -13,13 +13,15 @@ import shutil
 import time
 from pathlib import Path
 
+from hpcjax.rundir import run_dir_argument
 from hpcjax.contract import DEFAULT_OUTPUT_DIR, Layout, batch_log_path, rank_log_path
 from hpcjax.errors import SlurmNotFound, SubmitError
 from hpcjax.containers import binds
 from hpcjax.catalog import records
 from hpcjax.launch import slurmctl
 from hpcjax.launch.jobstatus import JobStatus
-from hpcjax.launch.outcome import Outcome, analyze, last_attempt, read_tail, srun_events
+from hpcjax.hosts.cluster import Cluster
+from hpcjax.launch.outcome import Outcome, analyze, last_attempt, srun_events, tail_lines
 from hpcjax.launch.render import render_sbatch
 from hpcjax.launch.run import Run, say
 from hpcjax.launch.spec import JobSpec
@@ -59,21 +61,57 @@ def executor_class():
     return HpcjaxSlurmExecutor
 
 
-def submit(spec: JobSpec) -> "SlurmRun":
-    """Submit spec; return its Run once the scheduler has looked at it. Raises SubmitError
-    if SLURM refuses it or holds it with a reason that means it can never start."""
+def submit(spec: JobSpec, cluster: Cluster | None = None, **shipping) -> "SlurmRun":
+    """Submit spec (here, or to a cluster over SSH); return its Run once the scheduler has
+    looked at it. Raises SubmitError if SLURM refuses it or holds it with a reason that means
+    it can never start."""
     if spec.array:
         raise SubmitError("a job array has one Run per element", "submit it with slurm.submit_array(spec)")
-    [run] = _submit(spec, [None])
+    [run] = _submit(spec, [None], cluster or Cluster(), shipping)
     return run
 
 
-def submit_array(spec: JobSpec) -> list["SlurmRun"]:
+def submit_array(spec: JobSpec, cluster: Cluster | None = None, **shipping) -> list["SlurmRun"]:
     """Submit a job array (spec.array elements); return one Run per element, in order."""
-    return _submit(spec, list(range(spec.array)))
+    return _submit(spec, list(range(spec.array)), cluster or Cluster(), shipping)
 
 
-def _submit(spec: JobSpec, elements: list[int | None]) -> list["SlurmRun"]:
+def _submit(spec: JobSpec, elements: list[int | None], cluster: Cluster, shipping: dict) -> list["SlurmRun"]:
+    if cluster.remote:
+        from hpcjax.launch import remote
+
+        prepared = remote.prepare(spec, cluster, **shipping)
+        job_id, log_dir = remote.sbatch(prepared, cluster)
+        return _follow(prepared.spec, elements, job_id, log_dir, cluster, prepared.snapshot)
+    job_id = _sbatch_here(spec)
+    return _follow(spec, elements, job_id, str(Path(spec.output_dir).resolve()), cluster, str(Path.cwd()))
+
+
+def _follow(spec: JobSpec, elements: list[int | None], job_id: str, log_dir: str,
+            cluster: Cluster, workdir: str) -> list["SlurmRun"]:
+    """The Runs of a submitted job (one per array element), their records, and a first look."""
+    runs = [SlurmRun(job_id if i is None else f"{job_id}_{i}", log_dir, spec.layout.num_processes, cluster)
+            for i in elements]
+    for run in runs:
+        record = {"backend": "slurm", "output_dir": log_dir, "layout": spec.layout.as_dict(), "workdir": workdir}
+        named = run_dir_argument(spec.command)
+        if named:  # what `hpcjax fetch JOBID` brings back besides the logs
+            record["run_dir"] = run.run_dir = named if named.startswith("/") else f"{workdir}/{named}"
+        if cluster.remote:
+            record["cluster"] = cluster.as_dict()
+            from hpcjax.launch import remote
+
+            remote.save_record(cluster, run.job_id, record)
+        records.save(records.key(run.job_id, cluster.destination), record)
+    what = f"job {job_id}" if spec.array == 0 else f"job array {job_id} of {spec.array} elements"
+    where = f" on {cluster.name}" if cluster.remote else ""
+    say(f"submitted {what}{where} ({spec.layout.name}, {spec.layout.num_processes} processes); logs in {log_dir}/")
+    runs[0].ensure_can_start()
+    return runs
+
+
+def _sbatch_here(spec: JobSpec) -> str:
+    """sbatch on this machine, through submitit; the job id."""
     binds.check_before_submit(spec)
     if shutil.which("sbatch") is None:
         raise SlurmNotFound("SLURM is not installed on this machine (no `sbatch` on the PATH)",
@@ -89,35 +127,33 @@ def _submit(spec: JobSpec, elements: list[int | None]) -> list["SlurmRun"]:
         raise SubmitError(f"sbatch refused the job ({spec.layout.name}): {str(err).strip()}",
                           f"the cluster has: {summary}" if summary else
                           "check the layout against `sinfo -o '%P %D %c %G'`") from None
-    log_dir = Path(spec.output_dir).resolve()
-    runs = [SlurmRun(job.job_id if i is None else f"{job.job_id}_{i}", log_dir, spec.layout.num_processes)
-            for i in elements]
-    for run in runs:
-        records.save(run.job_id, {"backend": "slurm", "output_dir": str(log_dir), "layout": spec.layout.as_dict()})
-    what = f"job {job.job_id}" if spec.array == 0 else f"job array {job.job_id} of {spec.array} elements"
-    say(f"submitted {what} ({spec.layout.name}, {spec.layout.num_processes} processes); "
-        f"logs in {spec.output_dir}/")
-    runs[0].ensure_can_start()
-    return runs
+    return str(job.job_id)
 
 
 class SlurmRun(Run):
     backend = "slurm"
 
-    def __init__(self, job_id: str, log_dir: Path, num_ranks: int) -> None:
-        super().__init__(slurmctl.check_job_id(job_id), log_dir, num_ranks)
-        self.slurm = slurmctl.slurm_on()
+    def __init__(self, job_id: str, log_dir, num_ranks: int, cluster: Cluster | None = None) -> None:
+        self.cluster = cluster or Cluster()
+        super().__init__(slurmctl.check_job_id(job_id), log_dir, num_ranks, self.cluster.host())
+        self.slurm = slurmctl.slurm_on(self.host)
         self.slurm.watcher.follow(self.job_id)  # polled with every other job this process follows
         self._status: JobStatus | None = None
+        self.run_dir: str | None = None  # the run directory its command names (--run-dir), where known
 
     @classmethod
-    def attach(cls, job_id: str, record: dict | None) -> "SlurmRun":
+    def attach(cls, job_id: str, record: dict | None, cluster: Cluster | None = None) -> "SlurmRun":
         """A job submitted earlier: by hpcjax (its record says where the logs are) or with
         plain sbatch (the default log directory under the job's working directory)."""
         if record:
-            return cls(job_id, Path(record["output_dir"]), Layout.from_dict(record.get("layout", {})).num_processes)
-        status = slurmctl.job_status(job_id)
-        run = cls(job_id, Path(status.workdir or ".") / DEFAULT_OUTPUT_DIR, 0)
+            cluster = Cluster.from_dict(record["cluster"]) if record.get("cluster") else cluster
+            run = cls(job_id, record["output_dir"], Layout.from_dict(record.get("layout", {})).num_processes,
+                      cluster)
+            run.run_dir = record.get("run_dir")
+            return run
+        cluster = cluster or Cluster()
+        status = slurmctl.slurm_on(cluster.host()).job_status(job_id)
+        run = cls(job_id, f"{status.workdir or '.'}/{DEFAULT_OUTPUT_DIR}", 0, cluster)
         run._status = status
         return run
 
@@ -171,11 +207,11 @@ class SlurmRun(Run):
 
     def _finish(self, state: str) -> Outcome:
         batch = batch_log_path(self.log_dir, self.job_id)
-        text = batch.read_text(errors="replace") if batch.is_file() else ""
+        text = self.files.read_text(str(batch)) or ""
         job_code = self._status.job_exit_code if self._status else 0
         return analyze(self.job_id, state, srun_events(text), self._rank_log, job_exit_code=job_code,
-                       note=f"no rank reported an error; last lines of {batch}:\n{read_tail(batch).rstrip()}",
-                       batch_log=last_attempt(text))
+                       note=f"no rank reported an error; last lines of {batch}:\n{tail_lines(text, 20).rstrip()}",
+                       batch_log=last_attempt(text), read_text=self.files.read_text)
 
-    def _rank_log(self, rank: int) -> Path:
+    def _rank_log(self, rank: int):
         return rank_log_path(self.log_dir, self.job_id, rank)

@@ -15,6 +15,7 @@ import time
 
 from hpcjax.errors import HpcjaxError, SlurmNotFound, UsageError
 from hpcjax.hosts import this_machine
+from hpcjax.hosts.local import NOT_FOUND
 from hpcjax.launch.jobstatus import SACCT_FIELDS, JobStatus, Watcher
 
 # Read-only queries that may be retried: a controller busy with a burst of RPCs
@@ -46,15 +47,16 @@ class Slurm:
         self.watcher = Watcher(self)
 
     def run(self, argv: list[str]) -> str:
-        if not self.host.which(argv[0]):
-            raise SlurmNotFound(f"`{argv[0]}` is not on the PATH of {self.host.name}: SLURM is not installed there",
-                                "run this on the cluster's login node, or use the local backend")
         tries = QUERY_TRIES if argv[0] in QUERIES else 1
         for attempt in range(tries):
             proc = self.host.run(argv)
             said = proc.stderr.strip() or proc.stdout.strip()
             if proc.returncode == 0:
                 return proc.stdout
+            if proc.returncode == NOT_FOUND and "not found" in said:
+                raise SlurmNotFound(f"`{argv[0]}` is not on the PATH of {self.host.name}: SLURM is not installed there",
+                                    "run this where SLURM is (the cluster's login node, or --cluster to reach it "
+                                    "over SSH), or use the local backend")
             if any(word in said for word in FINAL_ERRORS) or attempt + 1 == tries:
                 break
             time.sleep(QUERY_BACKOFF_S * 2 ** attempt)

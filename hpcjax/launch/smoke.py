@@ -10,16 +10,17 @@ from __future__ import annotations
 import json
 import sys
 from dataclasses import replace
-from pathlib import Path
 
 from hpcjax.contract import ALL_CHECKS, format_bytes
 from hpcjax.launch.spec import JobSpec
 
 
-def smoke_command(spec: JobSpec, bandwidth: bool, sizes: str | None) -> tuple[str, ...]:
-    # Bare: this very interpreter (a shared filesystem makes it the nodes' too).
-    # In a container: the image's python, which must have hpcjax installed.
-    python = "python3" if spec.container.in_container else sys.executable
+def smoke_command(spec: JobSpec, bandwidth: bool, sizes: str | None,
+                  cluster_python: str | None = None) -> tuple[str, ...]:
+    # Bare: this very interpreter (a shared filesystem makes it the nodes' too), or the
+    # cluster's Python when the job goes there over SSH (hpcjax is shipped onto its path).
+    # In a container: the image's python (hpcjax is bound into it).
+    python = "python3" if spec.container.in_container else cluster_python or sys.executable
     command = [python, "-m", "hpcjax", "check", "all", "--json"]
     if bandwidth:
         command.append("--bandwidth")
@@ -28,15 +29,16 @@ def smoke_command(spec: JobSpec, bandwidth: bool, sizes: str | None) -> tuple[st
     return tuple(command)
 
 
-def smoke_spec(base: JobSpec, bandwidth: bool, sizes: str | None = None) -> JobSpec:
-    return replace(base, command=smoke_command(base, bandwidth, sizes))
+def smoke_spec(base: JobSpec, bandwidth: bool, sizes: str | None = None,
+               cluster_python: str | None = None) -> JobSpec:
+    return replace(base, command=smoke_command(base, bandwidth, sizes, cluster_python))
 
 
-def read_reports(logs: dict[int, Path]) -> dict[int, dict[str, dict]]:
-    """rank -> check name -> that rank's JSON report, from the rank logs."""
+def read_reports(run) -> dict[int, dict[str, dict]]:
+    """rank -> check name -> that rank's JSON report, from the run's rank logs (wherever they are)."""
     found: dict[int, dict[str, dict]] = {}
-    for rank, path in logs.items():
-        text = path.read_text(errors="replace") if path.is_file() else ""
+    for rank, path in run.rank_logs().items():
+        text = run.read_log(path)
         for line in text.splitlines():
             report = _json_object(line)
             if report is not None and isinstance(report.get("check"), str):

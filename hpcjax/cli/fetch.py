@@ -1,0 +1,129 @@
+"""`hpcjax fetch` and `hpcjax tunnel`: a job's files back from the cluster, and a port of its
+first node forwarded to this machine, both through the cluster's shared SSH connection."""
+
+from __future__ import annotations
+
+import argparse
+import re
+import subprocess
+import sys
+from pathlib import Path, PurePosixPath
+
+from hpcjax.cli.options import add_cluster_options, cluster_from_args
+from hpcjax.errors import HpcjaxError, UsageError
+
+JOB_ID = re.compile(r"\d+(_\d+)?")
+CHECKPOINTS = ("latest", "all", "none")
+
+
+def fetch_run_dir(host, source: str, target: Path, checkpoints: str) -> tuple[int, int]:
+    """A run directory into target: its checkpoints as asked, never its compile cache (it
+    belongs to the cluster's machines)."""
+    from hpcjax.hosts import ship
+    from hpcjax.rundir import CHECKPOINTS as CKPT, COMPILE_CACHE
+
+    excludes = [f"/{COMPILE_CACHE}/"]
+    if checkpoints == "none":
+        excludes.append(f"/{CKPT}/")
+    elif checkpoints == "latest":
+        steps = sorted(int(n) for n in host.files.list_names(f"{source}/{CKPT}") if n.isdigit())
+        excludes += [f"/{CKPT}/{step}/" for step in steps[:-1]]
+    return ship.fetch(host, source, target, excludes=tuple(excludes))
+
+
+def fetch_target(args: argparse.Namespace, target: Path | None, checkpoints: str) -> tuple[Path, str]:
+    """Copy what TARGET names (a job id: its logs and its run directory; else a run directory
+    of the cluster) below target; (where the run directory landed or the logs, summary)."""
+    from hpcjax.launch import attach
+
+    cluster = cluster_from_args(args)
+    if JOB_ID.fullmatch(args.target):
+        from hpcjax.hosts import ship
+
+        run = attach(args.target, cluster)
+        where = target or Path(f"hpcjax-job-{run.job_id}")
+        names = [p.name for p in run.rank_logs().values()]
+        names += [n for n in run.files.list_names(str(run.log_dir)) if run.job_id in n and n not in names]
+        files, size = ship.fetch(run.host, str(run.log_dir), where / "logs", files=names)
+        said = f"{files} log file(s) of job {run.job_id} into {where / 'logs'}"
+        run_dir = getattr(run, "run_dir", None)
+        if not run_dir:
+            return where / "logs", said + " (its command names no --run-dir)"
+        landed = where / PurePosixPath(run_dir).name
+        more, more_size = fetch_run_dir(run.host, run_dir, landed, checkpoints)
+        return landed, said + f"; run directory {run_dir}: {more} file(s), {(size + more_size) / 1e6:.1f} MB sent"
+    from hpcjax.hosts.cluster import Cluster
+
+    cluster = cluster or Cluster()
+    source = args.target
+    if cluster.remote and not source.startswith("/"):
+        source = f"{cluster.home()}/{source}"  # relative to the remote directory
+    host = cluster.host()
+    if not host.files.is_dir(source):
+        raise UsageError(f"{source} is not a directory on {cluster.name}",
+                         "give a job id, or the run directory's path there (relative paths are under remote_dir)")
+    landed = target or Path(PurePosixPath(source).name)
+    files, size = fetch_run_dir(host, source, landed, checkpoints)
+    return landed, f"{files} file(s) of {source}, {size / 1e6:.1f} MB, into {landed}"
+
+
+def cmd_fetch(args: argparse.Namespace, command: list[str]) -> int:
+    landed, said = fetch_target(args, Path(args.to) if args.to else None, args.checkpoints)
+    print(f"fetched {said}", file=sys.stderr)
+    print(landed.resolve())
+    return 0
+
+
+def cmd_tunnel(args: argparse.Namespace, command: list[str]) -> int:
+    from hpcjax.launch import attach
+    from hpcjax.rank.nodelist import expand_hostlist
+
+    cluster = cluster_from_args(args)
+    run = attach(args.job_id, cluster)
+    if not getattr(run.host, "remote", False):
+        raise UsageError(f"job {run.job_id} runs on this machine's cluster: no tunnel is needed",
+                         "connect to the node's port directly")
+    status = run.status()
+    if status.state != "RUNNING" or not status.nodelist:
+        raise HpcjaxError(f"job {run.job_id} is {status.state}, not running: no node to forward to",
+                          f"wait for it (`hpcjax status {run.job_id}`), then run the tunnel again")
+    node = expand_hostlist(status.nodelist)[0]
+    local = args.local_port or args.port
+    forward = f"127.0.0.1:{local}:{node}:{args.port}"
+    run.host.connect()
+    opened = subprocess.run(run.host.ssh("-O", "forward", "-L", forward, run.host.destination),
+                            capture_output=True, text=True)
+    if opened.returncode != 0:
+        raise HpcjaxError(f"cannot forward port {local} to {node}:{args.port}: {opened.stderr.strip()}",
+                          "the local port may be taken: pass --local-port")
+    print(f"forwarding http://127.0.0.1:{local}/ to {node}:{args.port} of job {run.job_id} "
+          f"through {run.host.destination}; Ctrl-C stops the tunnel (not the job)", file=sys.stderr)
+    print(f"http://127.0.0.1:{local}/", flush=True)
+    try:
+        run.wait(progress=False)  # the tunnel lasts as long as the job
+        print(f"job {run.job_id} ended: tunnel closed", file=sys.stderr)
+    except KeyboardInterrupt:
+        print("\ntunnel closed; the job keeps running", file=sys.stderr)
+    finally:
+        subprocess.run(run.host.ssh("-O", "cancel", "-L", forward, run.host.destination), capture_output=True)
+    return 0
+
+
+def add_fetch_verbs(sub) -> None:
+    fetch = sub.add_parser("fetch", help="copy a job's logs and run directory (or a run directory) back "
+                                         "from the cluster")
+    fetch.add_argument("target", help="a job id, or a run directory on the cluster")
+    fetch.add_argument("--to", metavar="DIR", help="where to put it (default: ./hpcjax-job-ID, or the run "
+                                                   "directory's name)")
+    fetch.add_argument("--checkpoints", choices=CHECKPOINTS, default="latest",
+                       help="which checkpoints to copy (default: latest)")
+    add_cluster_options(fetch, profile_file=True)
+    fetch.set_defaults(run=cmd_fetch, takes_command=False)
+
+    tunnel = sub.add_parser("tunnel", help="forward a port of a running job's first node to this machine "
+                                           "(TensorBoard, a profiler, Jupyter)")
+    tunnel.add_argument("job_id")
+    tunnel.add_argument("port", type=int, help="the port on the job's first node")
+    tunnel.add_argument("--local-port", type=int, help="the port here (default: the same)")
+    add_cluster_options(tunnel, profile_file=True)
+    tunnel.set_defaults(run=cmd_tunnel, takes_command=False)

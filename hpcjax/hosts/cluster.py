@@ -1,0 +1,98 @@
+"""Where a job goes: this machine's SLURM, or a cluster's login node over SSH, with the
+directory on the cluster that holds everything hpcjax ships there.
+
+    Cluster()                                            # sbatch on this machine
+    Cluster("me@login.example.org", remote_dir="$SCRATCH/hpcjax")
+    Cluster("ibex", ssh_options=("-F", "~/.ssh/hpc_config"))   # a Host alias
+
+A site profile names it (`host`, `remote_dir`, `ssh_options`, `python`), or the command line
+(`--cluster DEST`). The remote directory is expanded on the cluster once per process
+(`$SCRATCH` is the cluster's, not the laptop's) and checked to be writable.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from dataclasses import asdict, dataclass
+
+from hpcjax.errors import HpcjaxError, UsageError
+
+DEFAULT_REMOTE_DIR = "$HOME/hpcjax"
+# $VAR, ${VAR}, ~ and plain path characters: expanded by the cluster's shell, never evaluated.
+REMOTE_DIR = re.compile(r"(~|\$\{?[A-Za-z_][A-Za-z0-9_]*\}?|[A-Za-z0-9_./+@-])+")
+
+_hosts: dict = {}
+_homes: dict = {}
+
+
+@dataclass(frozen=True)
+class Cluster:
+    destination: str | None = None  # an SSH destination (user@host, or a Host alias); None: this machine
+    remote_dir: str = DEFAULT_REMOTE_DIR  # on the cluster; $VAR and ~ expanded there
+    ssh_options: tuple[str, ...] = ()  # extra arguments to ssh (e.g. -F FILE), before the destination
+    python: str = "python3"  # the cluster's Python, for hpcjax's own programs (smoke, the API's worker)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "ssh_options", tuple(self.ssh_options))
+        if self.destination is not None and (not self.destination or self.destination.startswith("-")
+                                             or any(c.isspace() for c in self.destination)):
+            raise UsageError(f"invalid cluster {self.destination!r}",
+                             "give an SSH destination: user@login.example.org or a Host alias of ~/.ssh/config")
+        if not REMOTE_DIR.fullmatch(self.remote_dir or ""):
+            raise UsageError(f"remote_dir {self.remote_dir!r} has characters hpcjax will not pass to a shell",
+                             'use a path with $VARIABLES the cluster sets, e.g. remote_dir = "$SCRATCH/hpcjax"')
+        if not self.python or any(c.isspace() for c in self.python):
+            raise UsageError(f"python {self.python!r} is not a command", 'e.g. python = "python3"')
+
+    @property
+    def remote(self) -> bool:
+        return self.destination is not None
+
+    @property
+    def name(self) -> str:
+        return self.destination or "this machine"
+
+    def host(self):
+        """The host (one per cluster and process, so its connection and watcher are shared)."""
+        from hpcjax.hosts import this_machine
+
+        if not self.remote:
+            return this_machine()
+        key = (self.destination, self.ssh_options)
+        if key not in _hosts:
+            from hpcjax.hosts.ssh import SshHost
+
+            _hosts[key] = SshHost(self.destination, self.ssh_options)
+        return _hosts[key]
+
+    def home(self) -> str:
+        """remote_dir as an absolute path on the cluster, created and checked writable (once)."""
+        key = (self.destination, self.ssh_options, self.remote_dir)
+        if key not in _homes:
+            path = self.remote_dir.replace("~", "$HOME", 1) if self.remote_dir.startswith("~") else self.remote_dir
+            script = (f'd="{path}"; mkdir -p -- "$d" && [ -w "$d" ] && cd -- "$d" && pwd -P || '
+                      f'{{ echo "cannot create or write $d" >&2; exit 3; }}')
+            done = self.host().run(["sh", "-c", script])
+            if done.returncode != 0:
+                raise HpcjaxError(f"the remote directory {self.remote_dir} is not usable on {self.name}: "
+                                  f"{done.stderr.strip() or done.stdout.strip()}",
+                                  "set remote_dir in the profile to a directory you can write there, "
+                                  'e.g. remote_dir = "$SCRATCH/hpcjax"')
+            _homes[key] = done.stdout.strip()
+        return _homes[key]
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, values: dict | None) -> "Cluster":
+        values = values or {}
+        return cls(destination=values.get("destination"), remote_dir=values.get("remote_dir", DEFAULT_REMOTE_DIR),
+                   ssh_options=tuple(values.get("ssh_options", ())), python=values.get("python", "python3"))
+
+    def describe(self) -> str:
+        if not self.remote:
+            return "this machine"
+        options = f" (ssh {shlex.join(self.ssh_options)})" if self.ssh_options else ""
+        return f"{self.destination}{options}, remote directory {self.remote_dir}"

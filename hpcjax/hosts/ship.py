@@ -1,0 +1,210 @@
+"""What hpcjax ships to a cluster, with rsync through the shared SSH connection:
+
+    <remote_dir>/hpcjax/<version>-<digest>/hpcjax/    hpcjax's own package, once per content
+    <remote_dir>/code/<project>/<stamp>/              a snapshot of the user's working tree per job
+    <remote_dir>/data/<digest>/                       an uploaded directory, once per content
+
+A snapshot is a new directory per submission whose unchanged files are hard links into the
+previous snapshot (rsync --link-dest): cheap, and immutable for the job that runs in it, so
+editing the laptop's copy never changes a queued or running job. Only new or changed files
+travel. Both ends need rsync; the cluster needs nothing else but a POSIX shell.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+import os
+import re
+import shlex
+import subprocess
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+from hpcjax import __version__
+from hpcjax.errors import HpcjaxError, UsageError
+
+DEFAULT_LIMIT_MB = 200  # a working tree larger than this is refused before anything is sent
+IGNORE_FILE = ".hpcjaxignore"  # glob patterns (one per line) of files never shipped, beside .gitignore
+DONE = ".hpcjax-complete"  # a directory shipped whole carries this marker
+
+
+@dataclass(frozen=True)
+class Shipped:
+    path: str  # where it is on the cluster
+    files: int  # files in it
+    total_bytes: int  # their size
+    sent_files: int  # files rsync sent (the rest were there already)
+    sent_bytes: int  # bytes of file data rsync sent (its "Literal data")
+
+
+def rsync(host, *args: str, into: str, input: bytes | None = None) -> str:
+    """rsync through the host's shared SSH connection into a directory there (made first:
+    rsync's own --mkpath is too new for many clusters' rsync); its --stats output."""
+    made = host.run(["mkdir", "-p", "--", into])
+    if made.returncode != 0:
+        raise HpcjaxError(f"cannot make {into} on {host.destination}: {made.stderr.strip()}",
+                          "free space or fix permissions there (quota -s; ls -ld on remote_dir)")
+    return _rsync(host, [*args, f"{host.destination}:{into}/"], input)
+
+
+def fetch(host, source: str, target: Path, *, excludes: tuple[str, ...] = (), files: list[str] | None = None
+          ) -> tuple[int, int]:
+    """A directory of the host (or some of its files) into a local one: rsync keeps partial
+    files (--partial), so an interrupted fetch resumes. (files received, bytes received)."""
+    target.mkdir(parents=True, exist_ok=True)
+    where = f"{host.destination}:{source}/" if host.remote else f"{source}/"
+    listing = ["--from0", "--files-from=-"] if files is not None else []
+    out = _rsync(host, ["-rlt", "--partial", *listing, *(f"--exclude={e}" for e in excludes), where, f"{target}/"],
+                 b"\0".join(f.encode() for f in files) if files is not None else None)
+    return stats(out)
+
+
+def _rsync(host, args: list[str], input: bytes | None) -> str:
+    ssh = ["-e", shlex.join(host.ssh("-o", "ControlMaster=no", "-o", "BatchMode=yes"))] if host.remote else []
+    if host.remote:
+        host.connect()
+    done = subprocess.run(["rsync", *ssh, "--protect-args", "--stats", *args], input=input, capture_output=True)
+    said = done.stderr.decode(errors="replace").strip()
+    if done.returncode != 0:
+        hint = "free space on the cluster (quota -s; df -h on remote_dir)" if re.search(
+            r"No space left|Disk quota exceeded|quota", said, re.I) else \
+            "rsync must be installed on the cluster too (`command -v rsync` there)" if done.returncode == 127 or \
+            "command not found" in said else "try the same rsync by hand to see more"
+        raise HpcjaxError(f"rsync with {host.name} failed: {said.splitlines()[-1] if said else done.returncode}",
+                          hint)
+    return done.stdout.decode(errors="replace")
+
+
+def stats(text: str) -> tuple[int, int]:
+    """(files sent, bytes of file data sent) from rsync --stats."""
+    files = re.search(r"Number of regular files transferred: ([\d,]+)", text)
+    literal = re.search(r"Literal data: ([\d,]+)", text)
+    return (int(files.group(1).replace(",", "")) if files else 0,
+            int(literal.group(1).replace(",", "")) if literal else 0)
+
+
+# --- hpcjax itself ---------------------------------------------------------------------
+def package_dir() -> Path:
+    return Path(__file__).resolve().parent.parent
+
+
+def package_files() -> list[Path]:
+    root = package_dir()
+    return sorted(p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts
+                  and p.suffix in (".py", ".j2"))
+
+
+def package_digest() -> str:
+    """The content of hpcjax's package: a changed checkout ships anew, the same one never twice."""
+    digest = hashlib.sha256()
+    root = package_dir()
+    for path in package_files():
+        digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()[:12]
+
+
+def ship_hpcjax(host, home: str) -> tuple[str, bool]:
+    """hpcjax's package on the cluster (shipped unless that content is there already): the
+    directory to put first on PYTHONPATH, and whether it was sent now."""
+    target = f"{home}/hpcjax/{__version__}-{package_digest()}"
+    if host.files.exists(f"{target}/{DONE}"):
+        return target, False
+    root = package_dir()
+    listing = b"\0".join(str(p.relative_to(root.parent)).encode() for p in package_files())
+    rsync(host, "-rlt", "--from0", "--files-from=-", f"{root.parent}/", into=target, input=listing)
+    host.files.write_text(f"{target}/{DONE}", f"hpcjax {__version__}\n")
+    return target, True
+
+
+# --- the user's working tree -----------------------------------------------------------
+def tree_root(start: Path) -> Path:
+    """The git repository `start` is in, else `start` itself."""
+    done = subprocess.run(["git", "-C", str(start), "rev-parse", "--show-toplevel"], capture_output=True, text=True)
+    return Path(done.stdout.strip()) if done.returncode == 0 and done.stdout.strip() else start
+
+
+def tree_files(root: Path) -> list[str]:
+    """The files to ship, relative to root: git's tracked and untracked-not-ignored ones (or
+    every file without git), less what .hpcjaxignore names."""
+    done = subprocess.run(["git", "-C", str(root), "ls-files", "-co", "--exclude-standard", "-z"],
+                          capture_output=True)
+    if done.returncode == 0:
+        names = [n for n in done.stdout.decode(errors="surrogateescape").split("\0") if n]
+    else:
+        names = [str(p.relative_to(root)) for p in root.rglob("*") if p.is_file() and ".git" not in p.parts]
+    ignore = root / IGNORE_FILE
+    patterns = [line.strip() for line in ignore.read_text().splitlines()
+                if line.strip() and not line.startswith("#")] if ignore.is_file() else []
+    return sorted(n for n in names if (root / n).is_file() and not any(
+        fnmatch.fnmatch(n, p) or fnmatch.fnmatch(Path(n).name, p) or n.startswith(p.rstrip("/") + "/")
+        for p in patterns))
+
+
+def check_size(root: Path, names: list[str], limit_mb: int) -> int:
+    sizes = {n: (root / n).stat().st_size for n in names}
+    total = sum(sizes.values())
+    if total > limit_mb * 1_000_000:
+        largest = sorted(sizes.items(), key=lambda item: -item[1])[:5]
+        raise UsageError(
+            f"the working tree {root} holds {total / 1e6:.0f} MB in {len(names)} files, over the "
+            f"{limit_mb} MB that hpcjax ships with every job; largest: "
+            + ", ".join(f"{n} ({s / 1e6:.0f} MB)" for n, s in largest),
+            f"leave data out of the tree: add the files to .gitignore or {IGNORE_FILE} (glob patterns) and "
+            "pass data with --upload DIR or hpcjax.Data(DIR); or raise the limit (ship_limit_mb in the profile)")
+    return total
+
+
+def ship_tree(host, home: str, root: Path, limit_mb: int = DEFAULT_LIMIT_MB) -> Shipped:
+    """A new snapshot of the tree on the cluster; unchanged files hard-linked to the last one."""
+    names = tree_files(root)
+    total = check_size(root, names, limit_mb)
+    project = f"{re.sub(r'[^A-Za-z0-9._-]', '_', root.name)}-{hashlib.sha256(str(root).encode()).hexdigest()[:8]}"
+    base = f"{home}/code/{project}"
+    previous = [n for n in host.files.list_names(base) if not n.startswith(".")]
+    stamp = f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
+    link = [f"--link-dest=../{previous[-1]}"] if previous else []
+    out = rsync(host, "-rlt", "--from0", "--files-from=-", *link, f"{root}/", into=f"{base}/{stamp}",
+                input=b"\0".join(n.encode(errors="surrogateescape") for n in names))
+    sent_files, sent_bytes = stats(out)
+    return Shipped(f"{base}/{stamp}", len(names), total, sent_files, sent_bytes)
+
+
+# --- data ------------------------------------------------------------------------------
+def content_digest(path: Path) -> str:
+    """A directory's (or file's) content: names and bytes, so the same data is stored once."""
+    digest = hashlib.sha256()
+    files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
+    for file in files:
+        digest.update(str(file.relative_to(path.parent if path.is_file() else path)).encode() + b"\0")
+        with open(file, "rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+        digest.update(b"\0")
+    return digest.hexdigest()[:16]
+
+
+def upload(host, home: str, local: Path) -> Shipped:
+    """A local directory (or file) on the cluster, stored by content: a second upload of the
+    same content sends nothing. Its path there is `Shipped.path`."""
+    local = local.resolve()
+    target = f"{home}/data/{content_digest(local)}"
+    name = local.name
+    count = 1 if local.is_file() else sum(1 for p in local.rglob("*") if p.is_file())
+    size = local.stat().st_size if local.is_file() else sum(p.stat().st_size for p in local.rglob("*") if p.is_file())
+    if host.files.exists(f"{target}/{DONE}"):
+        return Shipped(f"{target}/{name}", count, size, 0, 0)
+    out = rsync(host, "-rlt", str(local), into=target)
+    host.files.write_text(f"{target}/{DONE}", f"{local}\n")
+    sent_files, sent_bytes = stats(out)
+    return Shipped(f"{target}/{name}", count, size, sent_files, sent_bytes)
+
+
+def relative_cwd(root: Path) -> str:
+    """Where the command was typed, inside the tree (the job starts there in its snapshot)."""
+    try:
+        return str(Path(os.getcwd()).resolve().relative_to(root.resolve()))
+    except ValueError:
+        return "."

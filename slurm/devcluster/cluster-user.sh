@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# The dev cluster's second Unix account, "the cluster user" of the tests that drive the
+# cluster from a laptop over SSH (tests/hosts/): the tests' sshd logs in as this user, who
+# submits the jobs and owns their files. It has what a real cluster account has and no
+# more: a login shell whose PATH holds a Python with JAX (never hpcjax: hpcjax ships
+# itself), and SLURM_CONF. The laptop side (root) keeps its files where this user cannot
+# read them, so nothing can pass through a shared filesystem by accident.
+# Idempotent; prints the user's name. Needs root on Debian 12.
+#
+#   HPCJAX_CLUSTER_USER     the account (default hpcjaxuser)
+#   HPCJAX_CLUSTER_PYTHON   its Python environment (default /opt/hpcjax-cluster-python)
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source-path=SCRIPTDIR source=common.sh
+source "$here/common.sh"
+user=${HPCJAX_CLUSTER_USER:-hpcjaxuser}
+venv=${HPCJAX_CLUSTER_PYTHON:-/opt/hpcjax-cluster-python}
+[[ $(id -u) == 0 ]] || die "cluster-user.sh must run as root (it adds a Unix account)"
+
+id "$user" >/dev/null 2>&1 || useradd --create-home --shell /bin/bash "$user"
+# No password, but not locked either: sshd refuses a locked account even with a key.
+usermod -p '*' "$user"
+home=$(getent passwd "$user" | cut -d: -f6)
+
+# The same versions as the laptop's environment (so pip reuses its downloads), from the
+# Debian Python: the laptop's own may live under a directory this user cannot enter.
+if [[ ! -x $venv/bin/python ]] || ! "$venv/bin/python" -c "import jax, optax, orbax.checkpoint" 2>/dev/null; then
+  log "making the cluster user's Python at $venv (pip: jax, jaxlib, numpy, optax, orbax-checkpoint)"
+  /usr/bin/python3 -m venv "$venv"
+  pins=$(python3 -m pip list --format=freeze 2>/dev/null \
+           | grep -iE '^(jax|jaxlib|numpy|optax|orbax-checkpoint|cloudpickle)==' || true)
+  # shellcheck disable=SC2086 # one argument per pin
+  "$venv/bin/python" -m pip install -q --disable-pip-version-check ${pins:-jax jaxlib numpy optax orbax-checkpoint cloudpickle} \
+    >"$DIR/log/cluster-python.log" 2>&1 || { tail -n 20 "$DIR/log/cluster-python.log" >&2; die "pip failed"; }
+  for package in jax jaxlib numpy optax orbax-checkpoint cloudpickle; do
+    "$venv/bin/python" -m pip show -q "$package" >/dev/null 2>&1 || die "the cluster Python lacks $package"
+  done
+fi
+chmod -R a+rX "$venv"
+
+# A login shell (`bash -lc`, as hpcjax runs every command there) reads ~/.profile.
+cat >"$home/.profile" <<PROFILE
+# written by hpcjax's slurm/devcluster/cluster-user.sh
+export PATH="$venv/bin:\$PATH"
+export SLURM_CONF="$DIR/etc/slurm.conf"
+# The tests' login without SLURM (tests/sshd.py sends it; their sshd alone accepts it).
+if [ -n "\${HPCJAX_TEST_LOGIN_PATH:-}" ]; then PATH=\$HPCJAX_TEST_LOGIN_PATH; fi
+PROFILE
+install -d -m 700 -o "$user" -g "$user" "$home/.ssh"
+chown "$user:" "$home/.profile"
+echo "$user"

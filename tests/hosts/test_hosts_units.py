@@ -1,0 +1,99 @@
+"""The laptop side's rules, one function at a time (the whole path runs for real, over sshd,
+in test_remote_cluster.py)."""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+
+import pytest
+
+from hpcjax.catalog import records
+from hpcjax.errors import ConfigError, HpcjaxError, UsageError
+from hpcjax.hosts import ship
+from hpcjax.hosts.cluster import Cluster
+from hpcjax.hosts.ssh import explain
+from hpcjax.rundir import run_dir_argument
+
+
+def test_a_job_on_a_cluster_has_its_own_record_and_an_ambiguous_id_asks_for_the_cluster(hpcjax_home):
+    from hpcjax.launch import attach
+
+    assert records.key("42") == "42" and records.key("42", "me@login.example.org") == "42@me_login.example.org"
+    for destination in ("alpha", "beta"):
+        records.save(records.key("42", destination), {"backend": "slurm", "output_dir": "/x",
+                                                      "cluster": Cluster(destination).as_dict()})
+    assert records.remote_keys("42") == ["42@alpha", "42@beta"]
+    assert records.load("42@alpha")["job_id"] == "42"
+    with pytest.raises(UsageError, match=r"job 42 was submitted to more than one cluster \(alpha, beta\)") as err:
+        attach("42")
+    assert "--cluster" in err.value.hint
+
+
+@pytest.mark.parametrize("command, found", [
+    (["python3", "-m", "hpcjax", "train", "--run-dir", "runs/a"], "runs/a"),
+    (["python3", "fit.py", "--run-dir=/scratch/r"], "/scratch/r"),
+    (["python3", "fit.py", "--run-dir"], None),
+    (["python3", "fit.py"], None),
+])
+def test_the_run_directory_a_command_names(command, found):
+    assert run_dir_argument(command) == found
+
+
+def profile_args(tmp_path, cluster: str | None, text: str) -> argparse.Namespace:
+    path = tmp_path / "profiles.toml"
+    path.write_text(text)
+    return argparse.Namespace(cluster=cluster, profile_file=str(path), remote_dir=None)
+
+
+def test_cluster_is_a_profile_that_names_a_host_or_else_a_destination(tmp_path):
+    from hpcjax.cli.options import cluster_from_args
+
+    text = ('[profiles.site]\nhost = "me@login"\nremote_dir = "$SCRATCH/h"\nssh_options = ["-F", "cfg"]\n'
+            '[profiles.nohost]\npartition = "gpu"\n')
+    site = cluster_from_args(profile_args(tmp_path, "site", text))
+    assert (site.destination, site.remote_dir, site.ssh_options) == ("me@login", "$SCRATCH/h", ("-F", "cfg"))
+    assert cluster_from_args(profile_args(tmp_path, "login.example.org", text)).destination == "login.example.org"
+    assert cluster_from_args(profile_args(tmp_path, None, text)) is None
+    with pytest.raises(UsageError, match="the profile 'nohost' names no host"):
+        cluster_from_args(profile_args(tmp_path, "nohost", text))
+    with pytest.raises(ConfigError, match="ssh_options must be a list of strings"):
+        cluster_from_args(profile_args(tmp_path, "site", '[profiles.site]\nhost = "h"\nssh_options = "-F x"\n'))
+
+
+@pytest.mark.parametrize("fields, said", [
+    (dict(destination="-oProxyCommand=x"), "invalid cluster"),
+    (dict(destination="two words"), "invalid cluster"),
+    (dict(destination="h", remote_dir="$(rm -rf ~)"), "characters hpcjax will not pass to a shell"),
+])
+def test_a_cluster_that_could_inject_into_ssh_or_a_shell_is_refused(fields, said):
+    with pytest.raises(UsageError, match=said.replace("(", r"\(")):
+        Cluster(**fields)
+
+
+@pytest.mark.parametrize("stderr, what", [
+    ("ssh: Could not resolve hostname nosuch: Name or service not known", "the host is unknown"),
+    ("ssh: connect to host 127.0.0.1 port 1: Connection refused", "the connection was refused"),
+    ("me@h: Permission denied (publickey).", "authentication failed"),
+    ("Host key verification failed.", "the host key is not known or has changed"),
+    ("something else entirely", "ssh failed (something else entirely)"),
+])
+def test_what_openssh_said_becomes_one_line_and_a_hint(stderr, what):
+    said, hint = explain(stderr, "site")
+    assert said == what and hint
+
+
+def test_the_tree_is_what_git_would_commit_less_hpcjaxignore_and_a_big_one_is_refused_before_sending(tmp_path):
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    (tmp_path / ".gitignore").write_text("ignored/\n")
+    (tmp_path / ".hpcjaxignore").write_text("# data travels with --upload\n*.npy\n")
+    for name, size in (("train.py", 10), ("ignored/x.txt", 10), ("data/big.npy", 10), ("data/notes.md", 10),
+                       ("weights.bin", 3_000_000)):
+        (tmp_path / name).parent.mkdir(exist_ok=True)
+        (tmp_path / name).write_bytes(b"x" * size)
+    names = ship.tree_files(tmp_path)
+    assert names == [".gitignore", ".hpcjaxignore", "data/notes.md", "train.py", "weights.bin"]
+    with pytest.raises(HpcjaxError, match=r"weights.bin") as err:
+        ship.check_size(tmp_path, names, limit_mb=2)
+    assert ".hpcjaxignore" in err.value.hint
+    assert ship.check_size(tmp_path, names, limit_mb=5) > 3_000_000
