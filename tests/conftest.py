@@ -52,6 +52,12 @@ for helpers in (TESTS, TESTS / "api", TESTS / "train"):  # support, api_cases, s
 
 
 def pytest_configure(config):
+    # Started in the background by a non-interactive shell (`... &`), this process and every
+    # child inherit SIGINT ignored, and the Ctrl-C tests' SIGINT would do nothing: restore it.
+    import signal
+
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     for tier, what in (("pure", "Python alone: no JAX, cluster or container (the default)"),
                        ("jax", "runs JAX on this machine"), ("container", "needs the Charliecloud test image"),
                        ("serial", "measures timing on an idle machine: run alone, not beside other tests")):
