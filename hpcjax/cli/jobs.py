@@ -55,8 +55,8 @@ def shipping_of(values: dict) -> dict:
 def cmd_submit(args: argparse.Namespace, command: list[str]) -> int:
     from hpcjax import launch
 
-    spec = spec_from_args(args, command)
-    values = merged_options(args)
+    values = merged_options(args)  # the profile file is read once
+    spec = spec_from_args(args, command, values)
     cluster = cluster_from_args(args, values)
     if args.dry_run:
         from hpcjax.launch.render import render_sbatch

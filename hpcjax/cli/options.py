@@ -126,10 +126,12 @@ def merged_options(args: argparse.Namespace) -> dict:
     return profiles.with_overrides(values, command_line_options(args))
 
 
-def spec_from_args(args: argparse.Namespace, command: list[str]) -> JobSpec:
+def spec_from_args(args: argparse.Namespace, command: list[str], values: dict | None = None) -> JobSpec:
+    """The job's spec; `values`: merged_options(args), when the caller has them already."""
     from hpcjax.launch import profiles
 
-    return profiles.build_spec(command, merged_options(args), defaults=args.job_defaults)
+    return profiles.build_spec(command, merged_options(args) if values is None else values,
+                               defaults=args.job_defaults)
 
 
 def add_cluster_options(parser: argparse.ArgumentParser, *, profile_file: bool = False) -> None:

@@ -33,7 +33,7 @@ def cmd_smoke(args: argparse.Namespace, command: list[str]) -> int:
                          "e.g. --plot bandwidth.png")
     values = merged_options(args)
     cluster = cluster_from_args(args, values)
-    spec = smoke.smoke_spec(spec_from_args(args, ["placeholder"]), args.bandwidth, args.sizes,
+    spec = smoke.smoke_spec(spec_from_args(args, ["placeholder"], values), args.bandwidth, args.sizes,
                             cluster.python if cluster else None)
     backend = "slurm" if cluster else launch.choose_backend(args.backend)
     # The checks need nothing of the working tree: only hpcjax itself is shipped.

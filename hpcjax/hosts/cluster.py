@@ -17,6 +17,7 @@ import shlex
 from dataclasses import asdict, dataclass
 
 from hpcjax.errors import HpcjaxError, UsageError
+from hpcjax.hosts.ssh import check_destination
 
 DEFAULT_REMOTE_DIR = "$HOME/hpcjax"
 # $VAR, ${VAR}, ~ and plain path characters: expanded by the cluster's shell, never evaluated.
@@ -35,10 +36,8 @@ class Cluster:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "ssh_options", tuple(self.ssh_options))
-        if self.destination is not None and (not self.destination or self.destination.startswith("-")
-                                             or any(c.isspace() for c in self.destination)):
-            raise UsageError(f"invalid cluster {self.destination!r}",
-                             "give an SSH destination: user@login.example.org or a Host alias of ~/.ssh/config")
+        if self.destination is not None:
+            check_destination(self.destination, "cluster")
         if not REMOTE_DIR.fullmatch(self.remote_dir or ""):
             raise UsageError(f"remote_dir {self.remote_dir!r} has characters hpcjax will not pass to a shell",
                              'use a path with $VARIABLES the cluster sets, e.g. remote_dir = "$SCRATCH/hpcjax"')

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 
 from hpcjax.hosts.files import LocalFiles
@@ -20,9 +19,6 @@ class LocalHost:
 
     def connect(self) -> None:
         """Nothing to connect to."""
-
-    def which(self, program: str) -> bool:
-        return shutil.which(program) is not None
 
     def run(self, argv: list[str], *, input: str | None = None,
             timeout: float | None = None) -> subprocess.CompletedProcess:

@@ -22,7 +22,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from hpcjax.errors import HpcjaxError
+from hpcjax.errors import HpcjaxError, UsageError
 from hpcjax.hosts.files import RemoteFiles
 
 CONTROL_PERSIST = "10m"  # how long the shared connection outlives the last command
@@ -42,6 +42,13 @@ CONNECT_ERRORS = (
     (r"Host key verification failed|REMOTE HOST IDENTIFICATION HAS CHANGED",
      "the host key is not known or has changed", "log in once with `ssh DEST` and check the key it shows"),
 )
+
+
+def check_destination(destination: str, what: str = "SSH destination") -> None:
+    """Refuse what ssh would read as an option (a leading '-') or split (whitespace)."""
+    if not destination or destination.startswith("-") or any(c.isspace() for c in destination):
+        raise UsageError(f"invalid {what} {destination!r}",
+                         "give an SSH destination: user@login.example.org or a Host alias of ~/.ssh/config")
 
 
 class ConnectionLost(HpcjaxError):
@@ -76,9 +83,7 @@ class SshHost:
     remote = True
 
     def __init__(self, destination: str, options: tuple[str, ...] = ()) -> None:
-        if not destination or destination.startswith("-") or any(c.isspace() for c in destination):
-            raise HpcjaxError(f"invalid SSH destination {destination!r}",
-                              "give user@login.example.org or a Host alias of ~/.ssh/config")
+        check_destination(destination)
         self.destination, self.options = destination, tuple(options)
         digest = hashlib.sha1("\0".join((destination,) + self.options).encode()).hexdigest()[:12]
         self.key = f"ssh-{digest}"  # one shared connection, and one Slurm watcher, per (destination, options)
@@ -123,9 +128,6 @@ class SshHost:
             what, hint = explain(text, self.destination)
             raise ConnectionLost(f"cannot connect to {self.destination}: {what}", hint)
         self._connected = True
-
-    def which(self, program: str) -> bool:
-        return self.run(["sh", "-c", f"command -v {shlex.quote(program)}"]).returncode == 0
 
     def run(self, argv: list[str], *, input: str | None = None,
             timeout: float | None = None) -> subprocess.CompletedProcess:
