@@ -29,8 +29,10 @@ ALLOWED = {
     "hosts": SHARED | {"hpcjax.hosts"},
     "catalog": SHARED | {"hpcjax.catalog"},
     "report": {"matplotlib"} | SHARED | {"hpcjax.report"},
-    # The Python API: its caller side builds on launch, its worker on rank; never train.
-    "api": {"submitit", "cloudpickle", "numpy"} | SHARED | {"hpcjax.api", "hpcjax.launch", "hpcjax.rank"},
+    # The Python API: its caller side builds on launch (and, from a laptop, on the hosts that
+    # ship the call and read its results), its worker on rank; never train.
+    "api": {"submitit", "cloudpickle", "numpy"} | SHARED | {"hpcjax.api", "hpcjax.launch", "hpcjax.rank",
+                                                             "hpcjax.hosts", "hpcjax.containers.binds"},
     "shared": set(),  # errors, contract, validate, rundir: the standard library only (and each other)
 }
 ROOMS = ("rank", "train", "launch", "containers", "hosts", "catalog", "report", "api")

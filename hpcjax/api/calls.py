@@ -19,7 +19,8 @@ from pathlib import Path
 
 from hpcjax.api import folder
 from hpcjax.api.configs import Data, ScalingConfig, require_shared
-from hpcjax.errors import HpcjaxError
+from hpcjax.containers.binds import check_before_submit, in_place
+from hpcjax.errors import HpcjaxError, UsageError
 from hpcjax.launch import choose_backend
 
 
@@ -58,7 +59,7 @@ class Call:
     def result(self, *, progress: bool = False):
         """Rank 0's value once the job has ended; RemoteError if it failed."""
         outcome = self.run.wait(progress=progress)
-        return read_result(self.call_dir, self.element, outcome)
+        return read_result(self.call_dir, self.element, outcome, self.run.files)
 
     def exception(self, *, progress: bool = False) -> RemoteError | None:
         try:
@@ -71,13 +72,17 @@ class Call:
         return f"<hpcjax call {self.call_dir.name}[{self.element}], job {self.run.job_id}: {self.run.state()}>"
 
 
-def prepare(calls_root: Path, function, arguments: list[tuple[tuple, dict]], session: dict | None = None) -> Path:
-    """The call folder: the caller's import path, and one pickled call per element."""
+def prepare(calls_root: Path, function, arguments: list[tuple[tuple, dict]], session: dict | None = None,
+            sys_path: list[str] | None = None) -> Path:
+    """The call folder: the caller's import path (this process's, unless given), and one
+    pickled call per element."""
     from submitit.core.utils import DelayedSubmission
 
     call_dir = calls_root / f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:8]}"
     call_dir.mkdir(parents=True)
-    folder.write_meta(call_dir, {"sys_path": [os.path.abspath(p or ".") for p in sys.path], "session": session})
+    if sys_path is None:
+        sys_path = [os.path.abspath(p or ".") for p in sys.path]
+    folder.write_meta(call_dir, {"sys_path": sys_path, "session": session})
     for element, (args, kwargs) in enumerate(arguments):
         folder.element_dir(call_dir, element).mkdir()
         DelayedSubmission(function, *args, **kwargs).dump(folder.call_pickle(call_dir, element))
@@ -102,26 +107,17 @@ def stage_dependencies(call_dir: Path) -> None:
             shutil.copy2(origin, target / origin.name)
 
 
-def unwrap_data(value, found: list[str]):
-    """Data arguments (also inside lists, tuples and dicts) as the plain paths they name."""
+def unwrap_data(value, found: list, path_of=lambda data: data.path):
+    """Data arguments (also inside lists, tuples and dicts) as the plain paths they name
+    (`path_of`: where each is for the job); each Data is added to `found`."""
     if isinstance(value, Data):
-        found.append(value.path)
-        return value.path
+        found.append(value)
+        return path_of(value)
     if isinstance(value, (list, tuple)):
-        return type(value)(unwrap_data(v, found) for v in value)
+        return type(value)(unwrap_data(v, found, path_of) for v in value)
     if isinstance(value, dict):
-        return {k: unwrap_data(v, found) for k, v in value.items()}
+        return {k: unwrap_data(v, found, path_of) for k, v in value.items()}
     return value
-
-
-def with_binds(container, paths: list[str]):
-    """The container with each path bound at the same place inside (the call folder, the
-    logs, Data), so the function sees the paths it was given; bare runs need none."""
-    if not container.in_container:
-        return container
-    present = {b.split(":")[0] for b in container.binds}
-    binds = tuple(f"{p}:{p}" for p in dict.fromkeys(paths) if p not in present)
-    return dataclasses.replace(container, binds=container.binds + binds)
 
 
 def worker_command(scaling: ScalingConfig, call_dir: Path, element: str) -> list[str]:
@@ -141,11 +137,15 @@ def launch(function, arguments: list[tuple[tuple, dict]], scaling: ScalingConfig
     backend = choose_backend(backend)
     nodes = scaling.spec.layout.nodes
     require_shared("storage", storage, nodes, backend)
-    data: list[str] = []
-    arguments = [(unwrap_data(a, data), unwrap_data(k, data)) for a, k in arguments]
-    for path in data:
-        require_shared("Data", path, nodes, backend)
-    fields = dict(container=with_binds(scaling.spec.container, [str(storage)] + data),
+    found: list[Data] = []
+    arguments = [(unwrap_data(a, found), unwrap_data(k, found)) for a, k in arguments]
+    data = [d.path for d in found]
+    for item in found:
+        if item.on_cluster and not Path(item.path).exists():  # this machine is the cluster
+            raise UsageError(f"Data path {item.path!r} does not exist on this machine",
+                             "check the path (here, the cluster is this machine)")
+        require_shared("Data", item.path, nodes, backend)
+    fields = dict(container=in_place(scaling.spec.container, [str(storage)] + data),
                   output_dir=str(storage / "logs"), job_name=job_name)
     if array:
         fields.update(array=len(arguments), array_parallel=max_parallel)
@@ -154,6 +154,8 @@ def launch(function, arguments: list[tuple[tuple, dict]], scaling: ScalingConfig
         from hpcjax.launch.local import check_local_spec
 
         check_local_spec(scaling.job(worker_command(scaling, storage, element), **fields))
+    else:  # the user's image and binds (storage is made below, Data exists already)
+        check_before_submit(scaling.spec)
     call_dir = prepare(storage / "calls", function, arguments, session)
     if scaling.spec.container.in_container:
         stage_dependencies(call_dir)
@@ -163,12 +165,15 @@ def launch(function, arguments: list[tuple[tuple, dict]], scaling: ScalingConfig
     return [Call(call_dir, 0, launcher.submit(spec, backend))]
 
 
-def read_result(call_dir: Path, element: int, outcome):
+def read_result(call_dir, element: int, outcome, files):
     """Rank 0's value for a job that completed; RemoteError naming the rank that failed
-    first (its own exception and traceback where it left them, else the job's report)."""
-    from submitit.core.utils import pickle_load
-
-    left = {rank: pickle_load(path) for rank, path in folder.results(call_dir, element).items()}
+    first (its own exception and traceback where it left them, else the job's report).
+    The ranks' files are read through `files` (the job's host: here, or a login node)."""
+    left = {}
+    for rank, path in folder.results(call_dir, element, files).items():
+        data = files.read_bytes(path)
+        if data is not None:
+            left[rank] = pickle.loads(data)
     if outcome.ok and left.get(0, ("",))[0] == "success":
         return left[0][1]
     errors = {rank: payload for rank, payload in left.items() if payload[0] == "error"}

@@ -13,11 +13,12 @@ import os
 import re
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from hpcjax.errors import UsageError
 from hpcjax.launch import BACKENDS
-from hpcjax.launch.profiles import job_spec
+from hpcjax.hosts.cluster import Cluster
+from hpcjax.launch import profiles
 from hpcjax.launch.spec import JobSpec
 from hpcjax.validate import require_int
 
@@ -26,6 +27,7 @@ NOT_ON_SLURM = ("use_tpu", "topology", "accelerator_type", "placement_strategy",
 # Paths that are on each node's own disk or memory, not on the cluster's shared storage.
 NODE_LOCAL_PREFIXES = ("/tmp", "/var/tmp", "/dev/shm", "/run")
 NODE_LOCAL_FILESYSTEMS = {"tmpfs", "ramfs"}
+ON_CLUSTER = "cluster:"  # Data("cluster:/path"): a path of the cluster's, not of this machine
 
 
 class ScalingConfig:
@@ -37,7 +39,8 @@ class ScalingConfig:
     def __init__(self, *, nodes: int | None = None, gpus_per_node: int | None = None,
                  gpus_per_process: int | None = None, num_workers: int | None = None,
                  resources_per_worker: dict | None = None, use_gpu: bool | None = None,
-                 profile: str | None = None, profile_file: str | None = None, **options) -> None:
+                 profile: str | None = None, profile_file: str | None = None,
+                 cluster: str | Cluster | None = None, **options) -> None:
         for name in NOT_ON_SLURM:
             if name in options:
                 raise UsageError(f"ScalingConfig({name}=...) is Ray's TPU or scheduler setting; hpcjax runs "
@@ -58,8 +61,18 @@ class ScalingConfig:
         self.options = {k: v for k, v in dict(options, nodes=nodes, gpus_per_node=gpus_per_node,
                                               gpus_per_process=gpus_per_process).items() if v is not None}
         self.profile, self.profile_file = profile, profile_file
+        values = profiles.resolve(profile, profile_file)[0] if profile else {}
         # The command is the call's, set when it is submitted; this checks everything else now.
-        self.spec = job_spec(["python"], profile=profile, profile_file=profile_file, **self.options)
+        self.spec = profiles.build_spec(["python"], profiles.with_overrides(values, self.options))
+        # Where the job goes: `cluster` (a profile naming a host, an SSH destination, or a
+        # Cluster), else the profile's host, else $HPCJAX_CLUSTER; None: this machine's SLURM.
+        if cluster is not None and not isinstance(cluster, (str, Cluster)):
+            raise UsageError(f"cluster must be a profile name or an SSH destination, got {type(cluster).__name__}",
+                             'e.g. ScalingConfig(cluster="me@login.example.org") or cluster="ibex" (a profile)')
+        self.cluster_named = cluster is not None
+        self.cluster = cluster if isinstance(cluster, Cluster) else profiles.cluster_named(
+            cluster, values, profile_file, what="cluster=")
+        self.ship_limit_mb = values.get("ship_limit_mb")
 
     @property
     def num_workers(self) -> int:
@@ -106,9 +119,22 @@ class RunConfig:
             raise UsageError(f"run name {self.name!r} is not a plain file name",
                              "use letters, digits, '.', '_' and '-', e.g. name='mnist-run1'")
 
-    def run_dir(self, default_name: str) -> Path:
+    def run_dir(self, default_name: str, cluster: Cluster | None = None) -> Path | PurePosixPath:
         name = self.name or f"{default_name}-{time.strftime('%Y%m%d-%H%M%S')}"
-        return (Path(self.storage_path or "hpcjax-results").expanduser() / name).resolve()
+        return storage_dir(self.storage_path, "hpcjax-results", cluster) / name
+
+
+def storage_dir(storage_path: str | None, default: str, cluster: Cluster | None = None) -> Path | PurePosixPath:
+    """Where calls and runs keep their files: on this machine, resolved; on a cluster reached
+    over SSH, a path there (a relative one under its remote directory)."""
+    if cluster is None or not cluster.remote:
+        return Path(storage_path or default).expanduser().resolve()
+    path = str(storage_path or default)
+    if path.startswith("~") or "$" in path:
+        raise UsageError(f"storage_path {path!r} on {cluster.name}: ~ and $VARIABLES are the cluster's, "
+                         "and hpcjax does not expand them here",
+                         "give an absolute path there, or a relative one (under the profile's remote_dir)")
+    return PurePosixPath(path) if path.startswith("/") else PurePosixPath(cluster.home()) / path
 
 
 @dataclass
@@ -125,20 +151,36 @@ class Result:
 
 class Data:
     """A file or directory the function reads: it arrives as a plain str path that exists
-    where the function runs (in place on shared storage; bound into a container)."""
+    where the function runs (in place on shared storage; bound into a container).
+
+        Data("/shared/mnist")          # on this machine, which the nodes share (the login node)
+        Data("./mnist")                # from a laptop: uploaded to the cluster once per content
+        Data("cluster:/shared/mnist")  # already on the cluster: used in place
+    """
 
     def __init__(self, path: str | os.PathLike) -> None:
-        resolved = Path(path).expanduser().resolve()
-        if not resolved.exists():
-            raise UsageError(f"Data path {str(path)!r} does not exist (resolved to {resolved})",
-                             "give an existing file or directory on storage the job's nodes see")
-        if "," in str(resolved) or ":" in str(resolved):
-            raise UsageError(f"Data path {str(resolved)!r} contains ',' or ':', which container binds split on",
+        text = os.fspath(path)
+        self.on_cluster = isinstance(text, str) and text.startswith(ON_CLUSTER)
+        if self.on_cluster:  # checked on the cluster when the job is submitted
+            text = text[len(ON_CLUSTER):]
+            if not text.startswith("/"):
+                raise UsageError(f"Data path {str(path)!r} on the cluster is not absolute",
+                                 "name it from the root of the cluster's filesystem, e.g. "
+                                 "Data('cluster:/shared/datasets/mnist')")
+            self.path = text
+        else:
+            resolved = Path(text).expanduser().resolve()
+            if not resolved.exists():
+                raise UsageError(f"Data path {str(path)!r} does not exist (resolved to {resolved})",
+                                 "give an existing file or directory; one that is on the cluster only is "
+                                 "written Data('cluster:/path/there')")
+            self.path = str(resolved)
+        if "," in self.path or ":" in self.path:
+            raise UsageError(f"Data path {self.path!r} contains ',' or ':', which container binds split on",
                              "rename the directory or link it from a plain path")
-        self.path = str(resolved)
 
     def __repr__(self) -> str:
-        return f"Data({self.path!r})"
+        return f"Data({(ON_CLUSTER if self.on_cluster else '') + self.path!r})"
 
 
 def node_local_reason(path: str | Path) -> str:

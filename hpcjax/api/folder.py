@@ -39,14 +39,15 @@ def result_path(call_dir: str | Path, element: int, rank: int) -> Path:
     return element_dir(call_dir, element) / RESULT.format(rank=rank)
 
 
-def results(call_dir: str | Path, element: int) -> dict[int, Path]:
-    """Every rank's result file of an element, by rank."""
+def results(call_dir: str | Path, element: int, files) -> dict[int, str]:
+    """Every rank's result file of an element, by rank, listed through a host's files (this
+    machine's, or a login node's over SSH)."""
     found = {}
-    directory = element_dir(call_dir, element)
-    for path in directory.glob("rank*.pkl") if directory.is_dir() else ():
-        match = re.fullmatch(RESULT.format(rank=r"(\d+)"), path.name)
+    directory = f"{call_dir}/{element}"
+    for name in files.list_names(directory):
+        match = re.fullmatch(RESULT.format(rank=r"(\d+)"), name)
         if match:
-            found[int(match.group(1))] = path
+            found[int(match.group(1))] = f"{directory}/{name}"
     return dict(sorted(found.items()))
 
 

@@ -14,9 +14,8 @@
 from __future__ import annotations
 
 import functools
-from pathlib import Path
 
-from hpcjax.api import calls
+from hpcjax.api import calls, submit
 from hpcjax.api.configs import ScalingConfig
 from hpcjax.errors import UsageError
 from hpcjax.launch.run import say
@@ -26,7 +25,10 @@ def remote(function=None, /, *, backend: str | None = None, storage_path: str | 
     """Decorate a function to run it as a job: every job option of ScalingConfig (nodes,
     gpus_per_node, gpus_per_process, time, partition, image, profile, ...), the backend
     ("slurm", "local", None for SLURM where sbatch exists) and where calls and logs are
-    kept (`storage_path`, default ./hpcjax-calls). Usable bare (@remote) or with options."""
+    kept (`storage_path`, default ./hpcjax-calls; from a laptop, under the cluster's remote
+    directory). `cluster=` (a profile naming a host, or an SSH destination) sends the job to a
+    cluster over SSH; so do a profile's host and $HPCJAX_CLUSTER. Usable bare (@remote) or
+    with options."""
     scaling = ScalingConfig(**options)  # every option checked here, at decoration
     if function is None:
         return lambda f: RemoteFunction(f, scaling, backend, storage_path)
@@ -39,7 +41,8 @@ class RemoteFunction:
             raise UsageError(f"hpcjax.remote decorates a function, got {type(function).__name__}: {function!r}",
                              "put @hpcjax.remote(...) on a def, or call hpcjax.remote(...)(function)")
         self.function, self.scaling, self.backend = function, scaling, backend
-        self.storage = Path(storage_path or "hpcjax-calls").expanduser().resolve()
+        self.storage_path = storage_path
+        submit.target_cluster(scaling, backend)  # a contradiction (cluster= with backend='local') now
         functools.update_wrapper(self, function)
 
     def __call__(self, *args, **kwargs):
@@ -67,9 +70,10 @@ class RemoteFunction:
         return self._launch(elements, array=True, max_parallel=max_parallel)
 
     def _launch(self, elements, *, array: bool, max_parallel: int | None = None) -> list[calls.Call]:
-        return calls.launch(self.function, elements, self.scaling, backend=self.backend, storage=self.storage,
-                            job_name=getattr(self.function, "__name__", "remote"), array=array,
-                            max_parallel=max_parallel)
+        storage = submit.storage_for(self.scaling, self.backend, self.storage_path, "hpcjax-calls")
+        return submit.launch(self.function, elements, self.scaling, backend=self.backend, storage=storage,
+                             job_name=getattr(self.function, "__name__", "remote"), array=array,
+                             max_parallel=max_parallel)
 
 
 class cancel_on_interrupt:

@@ -11,7 +11,8 @@
                                        report's index (rank.scalars; purged past a resume)
 
 Rank side: the worker calls `start` once JAX is initialized. Caller side: `history`,
-`latest_checkpoint`, `next_attempt`. Standard library only (NumPy, lazily, to turn
+`latest_checkpoint`, `next_attempt`, through a host's files (`files`: this machine's by
+default, or a login node's over SSH for a run on a cluster). Standard library only (NumPy, lazily, to turn
 array values into numbers; tensorboardX, lazily and if installed, for the scalars).
 """
 
@@ -27,6 +28,7 @@ from pathlib import Path
 
 from hpcjax import rundir
 from hpcjax.errors import UsageError
+from hpcjax.hosts.files import LocalFiles
 from hpcjax.rank.scalars import Scalars
 
 REPORTS, CHECKPOINT, COPIES = rundir.REPORTS, rundir.LATEST_CHECKPOINT, rundir.CHECKPOINTS
@@ -41,6 +43,13 @@ class Checkpoint:
     @classmethod
     def from_directory(cls, path: str | os.PathLike) -> "Checkpoint":
         return cls(path)
+
+    @classmethod
+    def on_cluster(cls, path: str) -> "Checkpoint":
+        """A checkpoint on a cluster reached over SSH: its path there, never resolved here."""
+        checkpoint = cls.__new__(cls)
+        checkpoint.path = path
+        return checkpoint
 
     def to_directory(self, path: str | os.PathLike | None = None) -> str:
         """A copy of the checkpoint in `path` (a new temporary directory if None)."""
@@ -105,7 +114,7 @@ def start(context: Context) -> None:
         return
     latest = latest_checkpoint(context.run_dir)
     _state["checkpoint"] = latest
-    _state["history"] = _read_json(Path(context.run_dir) / CHECKPOINT).get("history", 0) if latest else 0
+    _state["history"] = _read_json(f"{context.run_dir}/{CHECKPOINT}").get("history", 0) if latest else 0
     if context.world_rank == 0:
         _append(Path(context.run_dir) / REPORTS, {"attempt": context.attempt, "start": _state["history"]})
         _state["scalars"] = Scalars(Path(context.run_dir), start_step=_state["history"])
@@ -180,11 +189,14 @@ def plain_value(value):
 
 
 # --- the caller's side -------------------------------------------------------------
-def history(run_dir: str | Path) -> list[dict]:
+HERE = LocalFiles()
+
+
+def history(run_dir: str | Path, files=HERE) -> list[dict]:
     """Every kept report, in order: an attempt that resumed from a checkpoint replaces
     what came after that checkpoint."""
     kept: list[dict] = []
-    for entry in _read_lines(Path(run_dir) / REPORTS):
+    for entry in _read_lines(f"{run_dir}/{REPORTS}", files):
         if "start" in entry:
             del kept[entry["start"]:]
         elif "metrics" in entry:
@@ -192,9 +204,9 @@ def history(run_dir: str | Path) -> list[dict]:
     return kept
 
 
-def describe_latest(run_dir: str | Path) -> str:
+def describe_latest(run_dir: str | Path, files=HERE) -> str:
     """The latest report, for the progress line: `report 38: epoch=37 loss=0.1234`."""
-    kept = history(run_dir)
+    kept = history(run_dir, files)
     if not kept:
         return ""
     shown = " ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
@@ -202,18 +214,22 @@ def describe_latest(run_dir: str | Path) -> str:
     return f"report {len(kept)}: {shown}"
 
 
-def latest_checkpoint(run_dir: str | Path) -> Checkpoint | None:
-    found = _read_json(Path(run_dir) / CHECKPOINT).get("path")
-    return Checkpoint(found) if found and Path(found).is_dir() else None
+def latest_checkpoint(run_dir: str | Path, files=HERE) -> Checkpoint | None:
+    """The run's latest checkpoint. For a run on a cluster reached over SSH, its path is the
+    cluster's (`hpcjax fetch` brings it here)."""
+    found = _read_json(f"{run_dir}/{CHECKPOINT}", files).get("path")
+    if not found or not files.is_dir(found):
+        return None
+    return Checkpoint(found) if files is HERE else Checkpoint.on_cluster(found)
 
 
-def next_attempt(run_dir: str | Path) -> int:
-    return max((e.get("attempt", 0) for e in _read_lines(Path(run_dir) / REPORTS)), default=0) + 1
+def next_attempt(run_dir: str | Path, files=HERE) -> int:
+    return max((e.get("attempt", 0) for e in _read_lines(f"{run_dir}/{REPORTS}", files)), default=0) + 1
 
 
-def _read_lines(path: Path) -> list[dict]:
+def _read_lines(path: str, files=HERE) -> list[dict]:
     found = []
-    for line in path.read_text().splitlines() if path.is_file() else []:
+    for line in (files.read_text(path) or "").splitlines():
         try:
             found.append(json.loads(line))
         except ValueError:  # a line cut short by a kill: the others still count
@@ -221,10 +237,10 @@ def _read_lines(path: Path) -> list[dict]:
     return found
 
 
-def _read_json(path: Path) -> dict:
+def _read_json(path: str, files=HERE) -> dict:
     try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
+        return json.loads(files.read_text(path) or "{}")
+    except ValueError:
         return {}
 
 

@@ -13,7 +13,7 @@ hpcjax.get_checkpoint() gives that checkpoint back to a resubmitted job.
 
 from __future__ import annotations
 
-from hpcjax.api import calls, session
+from hpcjax.api import session, submit
 from hpcjax.api.configs import Result, RunConfig, ScalingConfig
 from hpcjax.api.remote import cancel_on_interrupt
 from hpcjax.api.worker import run_train_loop, takes_argument
@@ -39,34 +39,39 @@ class Trainer:
         self.loop, self.config = train_loop_per_worker, train_loop_config
         self.scaling = scaling_config or ScalingConfig()
         self.run_config = run_config or RunConfig()
+        submit.target_cluster(self.scaling, self.run_config.backend)  # cluster= with backend='local': now
 
     def fit(self) -> Result:
         """Run the loop as a job and wait for it (the job's state on stderr). A failed or
         preempted job is resubmitted up to max_failures times; each resumes from the latest
         reported checkpoint. Ctrl-C cancels the job and says so."""
         name = getattr(self.loop, "__name__", "train")
-        run_dir = self.run_config.run_dir(name)
+        backend = self.run_config.backend
+        # From a laptop, the run directory is the cluster's, read through its SSH connection.
+        files = submit.files_for(self.scaling, backend) or session.HERE
+        run_dir = self.run_config.run_dir(name, submit.target_cluster(self.scaling, backend))
         budget = self.run_config.max_failures
         jobs, error = [], None
         for failure in range(budget + 1):
-            attempt = session.next_attempt(run_dir)
-            [call] = calls.launch(run_train_loop, [((self.loop, self.config), {})], self.scaling,
-                                  backend=self.run_config.backend, storage=run_dir, job_name=run_dir.name,
-                                  session={"run_dir": str(run_dir), "attempt": attempt})
+            attempt = session.next_attempt(run_dir, files)
+            [call] = submit.launch(run_train_loop, [((self.loop, self.config), {})], self.scaling,
+                                   backend=backend, storage=run_dir, job_name=run_dir.name,
+                                   session={"run_dir": str(run_dir), "attempt": attempt})
             jobs.append(call.job_id)
             with cancel_on_interrupt([call]):
-                outcome = call.wait(progress=True, detail=lambda: session.describe_latest(run_dir))
+                outcome = call.wait(progress=True, detail=lambda: session.describe_latest(run_dir, files))
             if outcome.ok:
                 error = None
                 break
             error = call.exception()
             if failure < budget:
-                latest = session.latest_checkpoint(run_dir)
+                latest = session.latest_checkpoint(run_dir, files)
                 say(f"job {call.job_id} {outcome.state}: resubmitting ({failure + 1} of at most {budget}), "
                     + (f"resuming from {latest.path}" if latest else "from the start (no checkpoint reported)"))
-        history = session.history(run_dir)
+        history = session.history(run_dir, files)
         return Result(metrics=history[-1] if history else None, metrics_history=history,
-                      checkpoint=session.latest_checkpoint(run_dir), path=str(run_dir), error=error, jobs=jobs)
+                      checkpoint=session.latest_checkpoint(run_dir, files), path=str(run_dir), error=error,
+                      jobs=jobs)
 
 
 JaxTrainer = Trainer  # Ray Train's name, so `from hpcjax import JaxTrainer` ports an example as is

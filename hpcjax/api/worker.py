@@ -61,6 +61,7 @@ def main(argv: list[str]) -> int:
     call_dir, element = argv[0], element_of(argv[1])
     meta = folder.read_meta(call_dir)
     for entry in meta.get("sys_path", []):  # the caller's modules import here as there
+        entry = os.path.abspath(entry)  # relative: in the job's snapshot of the caller's tree
         if entry not in sys.path:
             sys.path.append(entry)
     if importlib.util.find_spec("submitit") is None:  # a stock image: the copies staged beside the call

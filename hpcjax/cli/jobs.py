@@ -16,15 +16,41 @@ from hpcjax.cli.options import (add_backend_option, add_cluster_options, add_job
 def cmd_render(args: argparse.Namespace, command: list[str]) -> int:
     from hpcjax.launch.render import render_sbatch
 
-    spec = spec_from_args(args, command)
+    values = merged_options(args)
+    spec, cluster = spec_from_args(args, command, values), cluster_from_args(args, values)
+    if cluster is not None:
+        spec = as_there(spec, cluster)
+    else:
+        check_image_here(spec)
     text = render_sbatch(spec)
     if args.output is None:
         sys.stdout.write(text)
         return 0
     write_atomically(Path(args.output), text)
+    if cluster is not None:
+        print(f"wrote {args.output} ({spec.layout.name}) with {cluster.name}'s paths; `hpcjax submit "
+              f"--cluster {cluster.destination}` ships hpcjax and the code it expects there", file=sys.stderr)
+        return 0
     Path(spec.output_dir).mkdir(parents=True, exist_ok=True)  # sbatch needs it to exist
     print(f"wrote {args.output} ({spec.layout.name}); submit it with: sbatch {args.output}", file=sys.stderr)
     return 0
+
+
+def check_image_here(spec) -> None:
+    """An image file named for this machine's SLURM must be here (a bind source may be made
+    before the script is submitted; submit checks those)."""
+    from hpcjax.containers import binds
+
+    image, _ = binds.paths_to_check(spec)
+    if image and not Path(image).exists():
+        raise binds.missing_image(image)
+
+
+def as_there(spec, cluster):
+    """The spec with the cluster's paths (the login node is asked; nothing is shipped)."""
+    from hpcjax.launch import remote
+
+    return remote.as_there(spec, cluster)
 
 
 def follow(run) -> int:
@@ -47,9 +73,19 @@ def follow(run) -> int:
     return outcome.exit_code
 
 
-def shipping_of(values: dict) -> dict:
-    """How the working tree is shipped to a cluster reached over SSH (the profile's limit)."""
-    return {"limit_mb": values["ship_limit_mb"]} if values.get("ship_limit_mb") else {}
+def shipping_of(values: dict, args: argparse.Namespace, cluster) -> dict:
+    """How the working tree is shipped to a cluster reached over SSH (the profile's limit), and
+    what is uploaded beside it (--upload)."""
+    shipping = {"limit_mb": values["ship_limit_mb"]} if values.get("ship_limit_mb") else {}
+    if getattr(args, "upload", None):
+        from hpcjax.launch import remote
+
+        if cluster is None or not cluster.remote:
+            raise UsageError("--upload ships a local directory to a cluster reached over SSH; this job runs "
+                             "on this machine, where it reads the directory in place",
+                             "drop --upload (give the program the path), or name the cluster: --cluster DEST")
+        shipping["uploads"] = tuple(remote.parse_upload(text) for text in args.upload)
+    return shipping
 
 
 def cmd_submit(args: argparse.Namespace, command: list[str]) -> int:
@@ -58,12 +94,18 @@ def cmd_submit(args: argparse.Namespace, command: list[str]) -> int:
     values = merged_options(args)  # the profile file is read once
     spec = spec_from_args(args, command, values)
     cluster = cluster_from_args(args, values)
+    shipping = shipping_of(values, args, cluster)
     if args.dry_run:
         from hpcjax.launch.render import render_sbatch
+        if cluster is not None:
+            spec = as_there(spec, cluster)
+        else:  # as strict as the submit it stands for
+            from hpcjax.containers import binds
+            binds.check_before_submit(spec)
         print(f"dry run: would submit {spec.layout.name} with this script:", file=sys.stderr)
         sys.stdout.write(render_sbatch(spec))
         return 0
-    run = launch.submit(spec, args.backend, cluster, **shipping_of(values))
+    run = launch.submit(spec, args.backend, cluster, **shipping)
     print(run.job_id, flush=True)
     if not args.wait and run.backend == "slurm":
         return 0
@@ -117,6 +159,7 @@ def add_job_verbs(sub) -> None:
     render = sub.add_parser("render", help="print the sbatch script for a job: render [options] -- CMD...")
     add_job_options(render)
     render.add_argument("-o", "--output", help="write the script to this file instead of stdout")
+    add_cluster_options(render)
     render.set_defaults(run=cmd_render, takes_command=True)
 
     submit = sub.add_parser("submit", help="submit a job: submit [options] -- CMD...")
@@ -127,6 +170,10 @@ def add_job_verbs(sub) -> None:
     submit.add_argument("--dry-run", action="store_true", help="show what would be submitted")
     add_backend_option(submit)
     add_cluster_options(submit)
+    submit.add_argument("--upload", action="append", metavar="LOCAL[:NAME]",
+                        help="with --cluster: send a local directory (or file) to the cluster, once per content, "
+                             "and link it into the job's working directory as NAME (default: its path below "
+                             "the working directory, else its name), e.g. --upload ./data (repeatable)")
     submit.set_defaults(run=cmd_submit, takes_command=True)
 
     status = sub.add_parser("status", help="state of a job (finished jobs too)")

@@ -149,40 +149,20 @@ def add_cluster_options(parser: argparse.ArgumentParser, *, profile_file: bool =
 
 
 def cluster_from_args(args: argparse.Namespace, values: dict | None = None):
-    """The Cluster the options name (None: this machine). --cluster is a profile's name when
-    the profiles file has one that names a host, else an SSH destination; the profile's
-    other cluster keys (remote_dir, ssh_options, python) come along."""
+    """The Cluster the options name (None: this machine): --cluster (a profile naming a host,
+    or an SSH destination), else the profile's host, else $HPCJAX_CLUSTER; --remote-dir over
+    them. The local backend is this machine whatever the defaults say."""
     from hpcjax.launch import profiles
 
-    values = dict(values or {})
     name = getattr(args, "cluster", None)
-    if name:
-        named = _profile_named(name, getattr(args, "profile_file", None))
-        if named is not None:
-            if not named.get("host"):
-                raise UsageError(f"--cluster {name}: the profile {name!r} names no host",
-                                 f'add host = "user@login.example.org" to [profiles.{name}], or give an SSH '
-                                 "destination to --cluster")
-            values = {**values, **{k: v for k, v in named.items() if k in profiles.CLUSTER_KEYS}}
-            name = None
-    if getattr(args, "remote_dir", None):
-        values["remote_dir"] = args.remote_dir
-    return profiles.cluster_of(values, name)
-
-
-def _profile_named(name: str, profile_file: str | None) -> dict | None:
-    from hpcjax.errors import ConfigError
-    from hpcjax.launch import profiles
-
-    if "@" in name:
+    if not name and getattr(args, "backend", "auto") == "local":
         return None
-    try:
-        path, found = profiles.load(profile_file)
-    except ConfigError:
-        if profile_file:
-            raise
-        return None  # no profiles file: the name is an SSH destination
-    return profiles.resolve(name, path)[0] if name in found else None
+    cluster = profiles.cluster_named(name, values, getattr(args, "profile_file", None))
+    if cluster is not None and getattr(args, "remote_dir", None):
+        import dataclasses
+
+        cluster = dataclasses.replace(cluster, remote_dir=args.remote_dir)
+    return cluster
 
 
 def write_atomically(path: Path, text: str) -> None:

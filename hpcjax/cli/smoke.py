@@ -37,7 +37,7 @@ def cmd_smoke(args: argparse.Namespace, command: list[str]) -> int:
                             cluster.python if cluster else None)
     backend = "slurm" if cluster else launch.choose_backend(args.backend)
     # The checks need nothing of the working tree: only hpcjax itself is shipped.
-    run = launch.submit(spec, backend, cluster, ship_code=False, **shipping_of(values)) if cluster \
+    run = launch.submit(spec, backend, cluster, ship_code=False, **shipping_of(values, args, cluster)) if cluster \
         else launch.submit(spec, backend)
     try:
         run.wait()

@@ -9,11 +9,12 @@ runtime's class (containers/runtimes/) writes these in its own syntax.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from pathlib import Path
 
 from hpcjax import contract
-from hpcjax.errors import UsageError
+from hpcjax.errors import SpecError, UsageError
 
 HPCJAX_TARGET = "/opt/hpcjax/lib"  # inside the container: <this>/hpcjax is hpcjax's package
 # What a rank needs from the job's environment when the container starts clean.
@@ -69,11 +70,38 @@ def passed_names(spec) -> tuple[str, ...]:
     return PASSED_NAMES + tuple(key for key, _ in spec.env)
 
 
+def paths_to_check(spec) -> tuple[str | None, list[str]]:
+    """What must exist on the submitting machine: the image file (None: a URI, a $VAR, no image)
+    and the bind sources (one with a $VAR is the job's to expand)."""
+    container = spec.container
+    image = container.image if container.image and container.image_is_local_file else None
+    return image, [source for source, _ in user_binds(container) if "$" not in source]
+
+
+def missing_image(image: str, where: str = "on this machine") -> SpecError:
+    return SpecError(f"image {image!r} does not exist{'' if where == 'on this machine' else ' ' + where}",
+                     "give the path of an existing image (a .sif file; a directory or .sqfs for "
+                     "charliecloud), a URI such as docker://nvcr.io/nvidia/jax:24.04-py3, or $VAR "
+                     "for an image that a module sets inside the job")
+
+
 def check_before_submit(spec) -> None:
-    """What only the submitting machine can tell: every bind source exists (a source with a
-    $VAR is the job's to expand)."""
-    for source, _ in binds_of(spec):
-        if "$" not in source and not Path(source).exists():
+    """What only the submitting machine can tell: the image file and every bind source exist."""
+    image, sources = paths_to_check(spec)
+    if image and not Path(image).exists():
+        raise missing_image(image)
+    for source in sources:
+        if not Path(source).exists():
             raise UsageError(f"bind source {source!r} does not exist on this machine",
                              "fix the path or create it; a path that exists only on the compute nodes can be "
                              "written with a variable the job sets, e.g. --bind '$SCRATCH/data:/data'")
+
+
+def in_place(container, paths: list[str]):
+    """The container with each path bound at the same place inside (the call folder, logs and
+    data a job is given by path), so the program sees the paths it was given; bare runs need none."""
+    if not container.in_container:
+        return container
+    present = {b.split(":")[0] for b in container.binds}
+    return dataclasses.replace(container, binds=container.binds + tuple(
+        f"{p}:{p}" for p in dict.fromkeys(paths) if p not in present))

@@ -66,14 +66,11 @@ class Runtime:
             require_text("bind", bind)
         for flag in container.flags:
             require_text("container flag", flag)
-        if self.image_is_local_file(container.image) and not Path(container.image).exists():
-            raise SpecError(f"image {container.image!r} does not exist",
-                            "give the path of an existing image (a .sif file; a directory or .sqfs for "
-                            "charliecloud), a URI such as docker://nvcr.io/nvidia/jax:24.04-py3, or $VAR "
-                            "for an image that a module sets inside the job")
+        # Whether an image file exists is the submitting machine's question (this one, or the
+        # login node over SSH): binds.check_before_submit and launch.remote ask it.
 
     def image_is_local_file(self, image: str | None) -> bool:
-        """Whether the image is a path on this machine (checked before submission)."""
+        """Whether the image is a path of the submitting machine's (checked before submission)."""
         return bool(image) and "://" not in image and image_env_var(image) is None
 
     def launch(self, spec, image_word: str) -> Launch:

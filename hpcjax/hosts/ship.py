@@ -106,10 +106,15 @@ def package_digest() -> str:
     return digest.hexdigest()[:12]
 
 
+def package_target(home: str) -> str:
+    """Where this hpcjax's package is (or goes) on the cluster: the directory put first on PYTHONPATH."""
+    return f"{home}/hpcjax/{__version__}-{package_digest()}"
+
+
 def ship_hpcjax(host, home: str) -> tuple[str, bool]:
     """hpcjax's package on the cluster (shipped unless that content is there already): the
     directory to put first on PYTHONPATH, and whether it was sent now."""
-    target = f"{home}/hpcjax/{__version__}-{package_digest()}"
+    target = package_target(home)
     if host.files.exists(f"{target}/{DONE}"):
         return target, False
     root = package_dir()

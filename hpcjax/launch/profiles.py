@@ -31,6 +31,7 @@ from hpcjax.hosts.cluster import DEFAULT_REMOTE_DIR, Cluster
 from hpcjax.launch.spec import Container, JobSpec, Layout
 
 PROFILES_ENV = "HPCJAX_PROFILES"
+CLUSTER_ENV = "HPCJAX_CLUSTER"  # the cluster (a profile or an SSH destination) when none is named
 # Where the cluster is, when hpcjax runs elsewhere (a laptop): its login node as an SSH
 # destination, the directory there that holds what hpcjax ships, the Python of its nodes.
 CLUSTER_KEYS = ("host", "remote_dir", "ssh_options", "python", "ship_limit_mb")
@@ -184,6 +185,41 @@ def cluster_of(values: dict, destination: str | None = None) -> Cluster | None:
         return None
     return Cluster(destination, remote_dir=values.get("remote_dir", DEFAULT_REMOTE_DIR),
                    ssh_options=tuple(values.get("ssh_options", ())), python=values.get("python", "python3"))
+
+
+def cluster_named(name: str | None, values: dict | None = None, profile_file: str | Path | None = None,
+                  *, what: str = "--cluster", environ=os.environ) -> Cluster | None:
+    """The cluster `name` means (the command line's --cluster, the API's cluster=; when None,
+    $HPCJAX_CLUSTER): a profile of the profiles file that names a host, else an SSH
+    destination; the profile's other cluster keys (remote_dir, ssh_options, python) come
+    along over `values`'. Without a name: the cluster `values` name (a profile's host), or
+    None for this machine."""
+    values = dict(values or {})
+    if not name and not values.get("host"):
+        name, what = environ.get(CLUSTER_ENV) or None, CLUSTER_ENV
+    if name:
+        named = _profile_named(name, profile_file)
+        if named is not None:
+            if not named.get("host"):
+                raise ConfigError(f"{what} {name}: the profile {name!r} names no host",
+                                  f'add host = "user@login.example.org" to [profiles.{name}], or give an SSH '
+                                  f"destination to {what}")
+            values = {**values, **{k: v for k, v in named.items() if k in CLUSTER_KEYS}}
+            name = None
+    return cluster_of(values, name)
+
+
+def _profile_named(name: str, profile_file: str | Path | None) -> dict | None:
+    """The profile `name` of the profiles file, or None when it is not one (an SSH destination)."""
+    if "@" in name:
+        return None
+    try:
+        path, found = load(profile_file)
+    except ConfigError:
+        if profile_file:
+            raise
+        return None  # no profiles file: the name is an SSH destination
+    return resolve(name, path)[0] if name in found else None
 
 
 def job_spec(command, *, profile: str | None = None, profile_file: str | Path | None = None, **options):

@@ -11,6 +11,7 @@ so nothing needs to be installed on the cluster but a Python with JAX, or an ima
 from __future__ import annotations
 
 import dataclasses
+import re
 import time
 from pathlib import Path, PurePosixPath
 
@@ -24,6 +25,29 @@ from hpcjax.launch.run import say
 from hpcjax.launch.spec import JobSpec
 
 RECORDS = "records"  # <remote_dir>/records/<job>.json: the job's record, on the cluster itself
+UPLOAD_NAME = re.compile(r"[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)*")  # where an upload appears for the job
+
+
+def parse_upload(text: str, cwd: Path | None = None) -> tuple[Path, str]:
+    """--upload LOCAL[:NAME]: a local directory (or file) and the relative path where the job
+    finds it in its working directory (default: LOCAL's own path there when LOCAL is below the
+    working directory, else its name), so code that opens ./data on the laptop opens the same
+    path on the cluster."""
+    cwd = (cwd or Path.cwd()).resolve()
+    local, name = text, ""
+    if not Path(text).expanduser().exists() and ":" in text:
+        local, name = text.rsplit(":", 1)
+    path = Path(local).expanduser().resolve()
+    if not path.exists():
+        raise UsageError(f"--upload {text}: {local} does not exist on this machine",
+                         "give a local directory or file, optionally with the name the job sees: "
+                         "--upload ./data or --upload ~/datasets/mnist:data/mnist")
+    if not name:
+        name = str(path.relative_to(cwd)) if cwd in path.parents else path.name
+    if not UPLOAD_NAME.fullmatch(name) or ".." in name.split("/"):
+        raise UsageError(f"--upload {text}: {name!r} is not a relative path the job can be given",
+                         "letters, digits, '.', '_', '-' and '/', below the working directory, e.g. data/mnist")
+    return path, name
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,24 +83,43 @@ def cluster_spec(spec: JobSpec, cluster: Cluster, home: str, package: str) -> Jo
     return dataclasses.replace(spec, output_dir=output_dir, env=tuple(env.items()))
 
 
+def missing_paths(cluster: Cluster, paths: list[str]) -> list[str]:
+    """Those of `paths` that do not exist on the cluster (one round trip for all)."""
+    if not paths:
+        return []
+    done = cluster.host().run(["sh", "-c", 'for p; do [ -e "$p" ] || printf "%s\\n" "$p"; done', "sh", *paths])
+    return done.stdout.split("\n")[:-1]
+
+
+def as_there(spec: JobSpec, cluster: Cluster) -> JobSpec:
+    """The spec as `submit` would run it on the cluster, for render and --dry-run: connects and
+    checks, ships nothing."""
+    home = check_cluster(cluster)
+    check_binds(cluster, spec)
+    return cluster_spec(spec, cluster, home, ship.package_target(home))
+
+
 def check_binds(cluster: Cluster, spec: JobSpec) -> None:
-    sources = [s for s, _ in binds.user_binds(spec.container) if "$" not in s]
-    if not sources:
-        return
-    done = cluster.host().run(["sh", "-c", 'for p; do [ -e "$p" ] || printf "%s\\n" "$p"; done', "sh", *sources])
-    if done.stdout.strip():
-        raise UsageError(f"bind source(s) not on {cluster.name}: {', '.join(done.stdout.split(chr(10))[:-1])}",
+    """The image file and the bind sources exist on the cluster (they are its paths, not this machine's)."""
+    image, sources = binds.paths_to_check(spec)
+    missing = missing_paths(cluster, ([image] if image else []) + sources)
+    if image in missing:
+        raise binds.missing_image(image, f"on {cluster.name}")
+    if missing:
+        raise UsageError(f"bind source(s) not on {cluster.name}: {', '.join(missing)}",
                          "bind paths are the cluster's: fix the path, or upload a local directory with --upload")
 
 
-def prepare(spec: JobSpec, cluster: Cluster, *, root: Path | None = None,
-            limit_mb: int = ship.DEFAULT_LIMIT_MB, ship_code: bool = True) -> Prepared:
-    """Check, then ship hpcjax and the tree (the only step that writes on the cluster)."""
+def prepare(spec: JobSpec, cluster: Cluster, *, root: Path | None = None, limit_mb: int = ship.DEFAULT_LIMIT_MB,
+            ship_code: bool = True, uploads: tuple[tuple[Path, str], ...] = ()) -> Prepared:
+    """Check, then ship hpcjax, the tree and the uploads (the only step that writes on the
+    cluster). An upload appears in the job's working directory as a link to its stored copy."""
     home = check_cluster(cluster)
     check_binds(cluster, spec)
     root = ship.tree_root(root or Path.cwd())
     names = ship.tree_files(root) if ship_code else []
     ship.check_size(root, names, limit_mb)  # refused before anything is sent
+    check_uploads(uploads, names, root, ship_code)
     host = cluster.host()
     package, sent_now = ship.ship_hpcjax(host, home)
     if sent_now:
@@ -87,7 +130,48 @@ def prepare(spec: JobSpec, cluster: Cluster, *, root: Path | None = None,
         say(f"shipped {root} to {cluster.name}:{shipped.path} ({shipped.files} files, "
             f"{shipped.total_bytes / 1e6:.1f} MB; sent {shipped.sent_files} file(s), {shipped.sent_bytes} bytes)")
         snapshot = str(PurePosixPath(shipped.path) / ship.relative_cwd(root))
+    stored = [upload(cluster, home, local) for local, _ in uploads]
+    if uploads:
+        link = 'cd -- "$1" && shift && while [ $# -gt 1 ]; do mkdir -p -- "$(dirname -- "$2")" && ' \
+               'ln -sfn -- "$1" "$2" && shift 2; done'
+        done = host.run(["sh", "-c", link, "sh", snapshot,
+                         *[x for (_, name), there in zip(uploads, stored) for x in (there, name)]])
+        if done.returncode != 0:
+            raise HpcjaxError(f"cannot link the uploads into {snapshot} on {cluster.name}: {done.stderr.strip()}",
+                              "check the remote directory is writable there")
+        spec = dataclasses.replace(spec, container=binds.in_place(spec.container, stored))
     return Prepared(cluster_spec(spec, cluster, home, package), snapshot, package)
+
+
+def check_uploads(uploads, names: list[str], root: Path, ship_code: bool) -> None:
+    """Each upload's name free in the job's working directory: not a shipped file or folder."""
+    if uploads and not ship_code:
+        raise UsageError("--upload needs the working tree shipped (the upload appears in its directory)",
+                         "drop --upload, or pass the data's path on the cluster instead")
+    here = ship.relative_cwd(root)
+    shipped = {str(PurePosixPath(n).relative_to(here)) if here != "." else n for n in names
+               if here == "." or n.startswith(here + "/")}
+    taken = shipped | {str(parent) for n in shipped for parent in PurePosixPath(n).parents}
+    for local, name in uploads:
+        if name in taken:
+            raise UsageError(f"--upload {local}:{name}: {name} is part of the shipped working tree",
+                             f"ignore it (.gitignore or {ship.IGNORE_FILE}) so only the upload is sent, or "
+                             "give the upload another name: --upload LOCAL:NAME")
+    seen = [name for _, name in uploads]
+    if len(set(seen)) != len(seen):
+        raise UsageError(f"two uploads share a name: {', '.join(seen)}", "give each its own: --upload LOCAL:NAME")
+
+
+def upload(cluster: Cluster, home: str, local: Path) -> str:
+    """A local directory (or file) on the cluster, stored by content (sent once); its path there."""
+    shipped = ship.upload(cluster.host(), home, local)
+    if shipped.sent_files:
+        say(f"uploaded {local} to {cluster.name}:{shipped.path} ({shipped.files} files, "
+            f"{shipped.total_bytes / 1e6:.1f} MB)")
+    else:
+        say(f"{local} is on {cluster.name} already ({shipped.path}): nothing sent")
+    return shipped.path
+
 
 
 def sbatch(prepared: Prepared, cluster: Cluster) -> tuple[str, str]:

@@ -112,7 +112,7 @@ def test_reported_values_become_plain_numbers():
 
 
 def test_a_container_job_binds_the_storage_and_every_data_path_in_place(tmp_path):
-    from hpcjax.api.calls import with_binds
+    from hpcjax.containers.binds import in_place as with_binds
     from hpcjax.launch.spec import Container
 
     image = tmp_path / "jax.sif"
@@ -121,3 +121,76 @@ def test_a_container_job_binds_the_storage_and_every_data_path_in_place(tmp_path
     bound = with_binds(container, ["/shared/run", "/shared/my data", "/shared/run", "/scratch"])
     assert bound.binds == ("/scratch:/scratch", "/shared/run:/shared/run", "/shared/my data:/shared/my data")
     assert with_binds(Container(), ["/shared/run"]) == Container()
+
+
+# --- from a laptop: what is decided before any connection --------------------------------
+def laptop_profiles(tmp_path):
+    path = tmp_path / "profiles.toml"
+    path.write_text('[profiles.far]\nhost = "me@login.invalid"\nremote_dir = "$SCRATCH/hj"\n'
+                    '[profiles.near]\npartition = "debug"\n')
+    return path
+
+
+def test_the_cluster_comes_from_cluster_then_the_profile_then_the_environment(tmp_path, monkeypatch):
+    from hpcjax.api import submit
+
+    profiles = laptop_profiles(tmp_path)
+    monkeypatch.delenv("HPCJAX_CLUSTER", raising=False)
+    assert hpcjax.ScalingConfig().cluster is None
+    named = hpcjax.ScalingConfig(cluster="far", profile_file=str(profiles)).cluster
+    assert (named.destination, named.remote_dir) == ("me@login.invalid", "$SCRATCH/hj")
+    assert hpcjax.ScalingConfig(profile="far", profile_file=str(profiles)).cluster.destination == "me@login.invalid"
+    assert hpcjax.ScalingConfig(cluster="you@other.invalid").cluster.destination == "you@other.invalid"
+    monkeypatch.setenv("HPCJAX_PROFILES", str(profiles))
+    monkeypatch.setenv("HPCJAX_CLUSTER", "far")
+    from_env = hpcjax.ScalingConfig(nodes=2)
+    assert from_env.cluster.destination == "me@login.invalid"
+    # The local backend runs here: a default cluster gives way, a named one is a contradiction.
+    assert submit.target_cluster(from_env, "local") is None
+    assert submit.target_cluster(from_env, None) is from_env.cluster
+    with pytest.raises(UsageError, match="backend='local' runs on this machine, not on the cluster me@login"):
+        hpcjax.remote(cluster="far", backend="local")(len)
+    with pytest.raises(UsageError, match="the profile 'near' names no host"):
+        hpcjax.ScalingConfig(cluster="near")
+    with pytest.raises(UsageError, match="cluster must be a profile name or an SSH destination, got int"):
+        hpcjax.ScalingConfig(cluster=3)
+
+
+def test_storage_on_a_cluster_is_its_path_and_a_laptop_path_form_is_refused(tmp_path, monkeypatch):
+    from hpcjax.api.configs import storage_dir
+    from hpcjax.hosts import cluster as clusters
+
+    far = clusters.Cluster("me@login.invalid", remote_dir="$SCRATCH/hj")
+    monkeypatch.setitem(clusters._homes, (far.destination, far.ssh_options, far.remote_dir), "/scratch/me/hj")
+    assert str(storage_dir(None, "hpcjax-calls", far)) == "/scratch/me/hj/hpcjax-calls"
+    assert str(storage_dir("runs/a", "x", far)) == "/scratch/me/hj/runs/a"
+    assert str(storage_dir("/project/runs", "x", far)) == "/project/runs"
+    for bad in ("~/runs", "$WORK/runs"):
+        with pytest.raises(UsageError, match="~ and \\$VARIABLES are the cluster's"):
+            storage_dir(bad, "x", far)
+    monkeypatch.chdir(tmp_path)
+    assert storage_dir(None, "hpcjax-calls") == tmp_path.resolve() / "hpcjax-calls"
+    assert str(hpcjax.RunConfig(name="r1").run_dir("f", far)) == "/scratch/me/hj/hpcjax-results/r1"
+
+
+def test_data_on_the_cluster_is_named_with_a_prefix_and_must_be_absolute(tmp_path):
+    there = hpcjax.Data("cluster:/shared/mnist")
+    assert (there.path, there.on_cluster, repr(there)) == ("/shared/mnist", True, "Data('cluster:/shared/mnist')")
+    here = hpcjax.Data(tmp_path)
+    assert (here.path, here.on_cluster) == (str(tmp_path.resolve()), False)
+    with pytest.raises(UsageError, match="on the cluster is not absolute"):
+        hpcjax.Data("cluster:shared/mnist")
+    with pytest.raises(UsageError, match="Data\\('cluster:/path/there'\\)"):
+        hpcjax.Data(tmp_path / "not-here")
+
+
+def test_the_callers_import_path_inside_the_tree_travels_relative_to_the_working_directory(tmp_path, monkeypatch):
+    from hpcjax.api.submit import tree_sys_path
+
+    root = tmp_path / "project"
+    (root / "src").mkdir(parents=True)
+    (root / "notebooks").mkdir()
+    monkeypatch.chdir(root / "notebooks")
+    monkeypatch.setattr("sys.path", ["", str(root / "src"), str(root), "/usr/lib/python3/dist-packages",
+                                     str(root / "src")])
+    assert tree_sys_path(root) == [".", "../src", ".."]

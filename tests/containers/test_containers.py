@@ -99,8 +99,12 @@ def test_bad_container_input_is_refused_with_what_would_be_valid(tmp_path, image
     with pytest.raises(SpecError, match="unknown container runtime 'docker'") as raised:
         Container(runtime="docker", image="x")
     assert "charliecloud, pyxis" in raised.value.hint
+    # A missing image file is the submitting machine's to find (here, or the login node's).
+    from hpcjax.containers.binds import check_before_submit
+    from hpcjax.launch.spec import JobSpec
+
     with pytest.raises(SpecError, match="image '/no/such.sif' does not exist"):
-        Container(runtime="apptainer", image="/no/such.sif")
+        check_before_submit(JobSpec(command=("x",), container=Container(runtime="apptainer", image="/no/such.sif")))
     with pytest.raises(SpecError, match="Charliecloud runs an unpacked image"):
         Container(runtime="charliecloud", image="docker://nvcr.io/nvidia/jax:24.04-py3")
     with pytest.raises(SpecError, match="pyxis has no clean environment"):

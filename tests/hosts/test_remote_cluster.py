@@ -252,3 +252,58 @@ def test_tunnel_forwards_a_port_of_the_jobs_node_to_the_laptop(laptop, ssh_clust
         run_hpcjax("cancel", job, cwd=laptop)
     _, said = tunnel.communicate(timeout=120)
     assert f"job {job} ended: tunnel closed" in said, said
+
+
+def test_upload_sends_data_once_links_it_where_the_job_looks_and_render_shows_the_clusters_paths(
+        laptop, ssh_cluster):
+    """--upload ./data: data git ignores (so not in the code snapshot) reaches the job at the same
+    relative path; the same data again sends nothing; a name the shipped tree already uses, and
+    --upload without a cluster, are refused before anything is sent. render --cluster writes the
+    script with the cluster's paths."""
+    profiles = ssh_cluster.profiles(laptop / "profiles.toml")
+    repo = laptop_repository(laptop, "1")
+    (repo / ".gitignore").write_text("scratch/\ndata/\n")
+    (repo / "data" / "more.bin").write_bytes(b"\1" * 3000)
+    where = ["--cluster", "devcluster", "--profile-file", str(profiles)]
+    first = run_hpcjax("submit", *where, "--upload", "./data", "--wait", "--", "python3", "job.py", cwd=repo,
+                       timeout=600)
+    assert first.returncode == 0, first.stderr
+    assert re.search(r"uploaded \S+/project/data to hpcjax-test-cluster:\S+/data/[0-9a-f]{16}/data "
+                     r"\(2 files", first.stderr), first.stderr
+    assert sent(first.stderr)[0] == 2, first.stderr  # job.py, .gitignore: the data went as an upload
+    logs = run_hpcjax("logs", first.stdout.strip(), cwd=repo)
+    assert "[rank 0 node1] version 1 rank 0 hello from the laptop" in logs.stdout, logs.stdout
+
+    again = run_hpcjax("submit", *where, "--upload", "data:inputs/data", "--wait", "--", "python3", "-c",
+                       "print(open('inputs/data/words.txt').read().strip())", cwd=repo, timeout=600)
+    assert again.returncode == 0, again.stderr
+    assert "is on hpcjax-test-cluster already" in again.stderr and "nothing sent" in again.stderr, again.stderr
+    logs = run_hpcjax("logs", again.stdout.strip(), cwd=repo)
+    assert "[rank 0 node1] hello from the laptop" in logs.stdout, logs.stdout
+
+    name = f"taken-{laptop.name[-12:]}"
+    for bad, said in ((["--upload", "./data:job.py"], "job.py is part of the shipped working tree"),
+                      (["--upload", "./nothing-here"], "./nothing-here does not exist on this machine"),
+                      (["--upload", "./data:../up"], "'../up' is not a relative path the job can be given")):
+        refused = run_hpcjax("submit", *where, *bad, "--job-name", name, "--", "true", cwd=repo)
+        assert refused.returncode != 0 and said in refused.stderr and "hint:" in refused.stderr, refused.stderr
+        assert "Traceback" not in refused.stderr
+    here = run_hpcjax("submit", "--backend", "local", "--upload", "./data", "--", "true", cwd=repo)
+    assert here.returncode != 0 and "--upload ships a local directory to a cluster" in here.stderr, here.stderr
+    assert jobs_named(ssh_cluster, name) == ""
+
+    home = ssh_cluster.ssh(f"cd {ssh_cluster.remote_dir} && pwd -P").stdout.strip()
+    rendered = run_hpcjax("render", *where, "--", "python3", "job.py", cwd=repo)
+    assert rendered.returncode == 0, rendered.stderr
+    assert re.search(rf"PYTHONPATH={re.escape(home)}/hpcjax/[0-9.]+-[0-9a-f]{{12}}\b", rendered.stdout), \
+        rendered.stdout
+    assert f"#SBATCH --output={home}/" in rendered.stdout or f"{home}/logs" in rendered.stdout, rendered.stdout
+    assert str(laptop) not in rendered.stdout  # nothing of the laptop's paths
+    # An image is the cluster's path: checked there, not here.
+    assert ssh_cluster.ssh(f"mkdir -p {home}/images/jax").returncode == 0
+    image = ["--runtime", "charliecloud", "--image"]
+    there = run_hpcjax("render", *where, *image, f"{home}/images/jax", "--", "python3", "job.py", cwd=repo)
+    assert there.returncode == 0 and f"{home}/images/jax" in there.stdout, there.stderr
+    missing = run_hpcjax("render", *where, *image, f"{home}/images/none", "--", "python3", "job.py", cwd=repo)
+    assert missing.returncode == 2, missing.stderr
+    assert f"image '{home}/images/none' does not exist on hpcjax-test-cluster" in missing.stderr

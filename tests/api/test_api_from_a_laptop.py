@@ -1,0 +1,128 @@
+"""The Python API from a laptop, over SSH, on the dev cluster (tests/sshd.py): the same real
+ssh, sshd, rsync and SLURM as tests/hosts/test_remote_cluster.py. The cluster user's Python
+has JAX but neither hpcjax nor submitit nor cloudpickle, and cannot read the laptop's files:
+the call, the caller's module, hpcjax and the data all travel over SSH, and the results,
+reports and checkpoints come back through it."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+import hpcjax
+from hpcjax.errors import UsageError
+from api_cases import EXAMPLE, REMOTE_EXAMPLE, by_hand_losses
+
+USER_MODULE = '''\
+import os
+
+
+def list_data(path, suffix):
+    import jax
+
+    return (type(path).__name__, path, sorted(os.listdir(path)), suffix, jax.process_count())
+
+
+def square_or_fail(x):
+    import jax
+
+    if x == 3:
+        raise RuntimeError("three is not welcome")
+    return x * x + jax.process_count()
+'''
+
+
+@pytest.fixture
+def project(laptop, monkeypatch):
+    """A user's project on the laptop: a git repository with their module, and a data directory
+    git ignores (it is not part of the code snapshot; Data uploads it). The test runs in it, as
+    `python run.py` would, with the module importable by its name."""
+    repo = laptop / "project"
+    (repo / "data").mkdir(parents=True)
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    (repo / ".gitignore").write_text("data/\n")
+    name = f"usermod_{os.getpid()}_{laptop.name[-6:].replace('-', '_')}"
+    (repo / f"{name}.py").write_text(USER_MODULE)
+    (repo / "data" / "part 1.txt").write_text("x" * 5000)
+    monkeypatch.chdir(repo)
+    monkeypatch.syspath_prepend(str(repo))
+    return repo, __import__(name)
+
+
+def test_remote_functions_run_from_a_laptop_with_data_uploaded_once_and_errors_named(
+        project, ssh_cluster, laptop, capfd):
+    repo, module = project
+    profiles = ssh_cluster.profiles(laptop / "profiles.toml")
+    options = dict(nodes=2, gpus_per_node=1, time="00:05:00", cluster="devcluster", profile_file=str(profiles))
+    listed = hpcjax.remote(**options)(module.list_data)
+
+    call = listed.submit(hpcjax.Data("./data"), suffix="!")
+    kind, path, names, suffix, ranks = call.result()
+    assert (kind, names, suffix, ranks) == ("str", ["part 1.txt"], "!", 2)
+    home = ssh_cluster.ssh(f"cd {ssh_cluster.remote_dir} && pwd -P").stdout.strip()
+    assert re.fullmatch(re.escape(home) + r"/data/[0-9a-f]{16}/data", path), path
+    said = capfd.readouterr().err
+    assert re.search(r"uploaded \S+/project/data to hpcjax-test-cluster:", said), said
+    assert call.state() == "COMPLETED"
+
+    # The same data again: nothing is sent; a path already on the cluster is used in place.
+    there = f"{home}/in-place"
+    assert ssh_cluster.ssh(f"mkdir -p {there} && touch {there}/a {there}/b").returncode == 0
+    again = listed(hpcjax.Data("./data"), suffix="?")
+    assert again[1] == path and again[3] == "?"
+    in_place = listed(hpcjax.Data(f"cluster:{there}"), suffix="")
+    assert in_place[1:3] == (there, ["a", "b"])
+    said = capfd.readouterr().err
+    assert "is on hpcjax-test-cluster already" in said and "nothing sent" in said, said
+
+    # A map: one job array there; the failing element's error comes back with the remote
+    # traceback and the original exception.
+    calls = hpcjax.remote(**options)(module.square_or_fail).map([1, 3])
+    assert calls[0].result() == 3
+    error = calls[1].exception()
+    assert isinstance(error, hpcjax.RemoteError) and error.host in ("node1", "node2")
+    assert "three is not welcome" in str(error) and "square_or_fail" in error.remote_traceback
+    assert isinstance(error.__cause__, RuntimeError)
+
+    # A cluster path that is not there: refused before anything is submitted.
+    with pytest.raises(UsageError, match="not on hpcjax-test-cluster: /no/such/data"):
+        listed.submit(hpcjax.Data("cluster:/no/such/data"), suffix="")
+
+
+def run_example(example, laptop, ssh_cluster) -> subprocess.CompletedProcess:
+    """A seed example run unmodified from the laptop: $HPCJAX_CLUSTER names the profile."""
+    profiles = ssh_cluster.profiles(laptop / "profiles.toml")
+    work = laptop / "work"
+    work.mkdir(exist_ok=True)
+    env = {**os.environ, "HPCJAX_CLUSTER": "devcluster", "HPCJAX_PROFILES": str(profiles)}
+    return subprocess.run([sys.executable, str(example)], capture_output=True, text=True, cwd=work, env=env,
+                          timeout=900)
+
+
+def test_seed_003_example_runs_unmodified_from_a_laptop(laptop, ssh_cluster):
+    done = run_example(REMOTE_EXAMPLE, laptop, ssh_cluster)
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = done.stdout.splitlines()
+    assert lines[0] == "1000.0"
+    losses = [float(line.split("final loss ")[1].split()[0]) for line in lines[1:]]
+    assert len(losses) == 3 and all(0 < loss < 0.1 for loss in losses), lines
+    assert "on hpcjax-test-cluster" in done.stderr
+
+
+def test_seed_000_trainer_runs_unmodified_from_a_laptop_and_reads_its_reports_back(laptop, ssh_cluster):
+    done = run_example(EXAMPLE, laptop, ssh_cluster)
+    assert done.returncode == 0, done.stderr[-3000:]
+    reports = ssh_cluster.ssh(f"cat {ssh_cluster.remote_dir}/hpcjax-results/train_func-*/reports.jsonl")
+    history = [json.loads(line)["metrics"] for line in reports.stdout.splitlines() if '"metrics"' in line]
+    assert [m["epoch"] for m in history] == list(range(100))
+    hand = by_hand_losses()
+    assert [m["loss"] for m in history] == hand
+    # result.metrics on the laptop came through the SSH connection: the same last loss.
+    assert f"Training finished. Final loss: {hand[-1]:.4f}" in done.stdout
+    assert "COMPLETED" in done.stderr and "G8N2p8" in done.stderr
+    assert not (laptop / "work" / "hpcjax-results").exists()  # nothing of the run was written here
