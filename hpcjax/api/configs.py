@@ -16,9 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from hpcjax.errors import UsageError
-from hpcjax.launch import BACKENDS
 from hpcjax.hosts.cluster import Cluster
-from hpcjax.launch import profiles
+from hpcjax.launch import BACKENDS, profiles
 from hpcjax.launch.spec import JobSpec
 from hpcjax.validate import require_int
 

@@ -46,12 +46,6 @@ def storage_for(scaling: ScalingConfig, backend: str | None, storage_path: str |
     return storage_dir(storage_path, default, target_cluster(scaling, backend))
 
 
-def files_for(scaling: ScalingConfig, backend: str | None):
-    """The files of the machine where the call's storage is (this one, or the login node)."""
-    cluster = target_cluster(scaling, backend)
-    return cluster.host().files if cluster else None
-
-
 def launch(function, arguments: list[tuple[tuple, dict]], scaling: ScalingConfig, *, backend: str | None,
            storage, job_name: str, session: dict | None = None, max_parallel: int | None = None,
            array: bool = False) -> list[calls.Call]:

@@ -48,8 +48,9 @@ class Trainer:
         name = getattr(self.loop, "__name__", "train")
         backend = self.run_config.backend
         # From a laptop, the run directory is the cluster's, read through its SSH connection.
-        files = submit.files_for(self.scaling, backend) or session.HERE
-        run_dir = self.run_config.run_dir(name, submit.target_cluster(self.scaling, backend))
+        cluster = submit.target_cluster(self.scaling, backend)
+        files = cluster.host().files if cluster else session.HERE
+        run_dir = self.run_config.run_dir(name, cluster)
         budget = self.run_config.max_failures
         jobs, error = [], None
         for failure in range(budget + 1):
