@@ -96,6 +96,12 @@ class Layout:
         """The seed's naming: G<total gpus>N<nodes>p<processes>."""
         return f"G{self.total_gpus}N{self.nodes}p{self.num_processes}"
 
+    @property
+    def described(self) -> str:
+        """The name with its meaning, for messages: G8N2p8 = 8 GPUs on 2 nodes, 8 processes."""
+        return (f"{self.name} = {self.total_gpus} GPU(s) on {self.nodes} node(s), {self.num_processes} "
+                f"process(es) of {self.gpus_per_process} GPU(s)")
+
     def node_of(self, rank: int) -> int:
         """The node index of a rank: srun and the local backend place ranks in blocks."""
         return rank // max(1, self.tasks_per_node)

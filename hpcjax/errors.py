@@ -13,10 +13,13 @@ class HpcjaxError(Exception):
 
     exit_code = 1
 
-    def __init__(self, message: str, hint: str = "") -> None:
+    def __init__(self, message: str, hint: str = "", *, field: str | tuple[str, ...] = ()) -> None:
         super().__init__(message)
         self.message = message
         self.hint = hint
+        # The option(s) the message names by their Python names (gpus_per_process): the CLI
+        # names them as the user wrote them (--gpus-per-process, or a profile's key).
+        self.fields = (field,) if isinstance(field, str) else tuple(field)
 
     def __str__(self) -> str:
         return f"{self.message}\nhint: {self.hint}" if self.hint else self.message

@@ -9,7 +9,7 @@ from hpcjax.errors import UsageError
 
 def require_int(name: str, value: object, minimum: int, hint: str, error=UsageError) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise error(f"{name} must be an integer >= {minimum}, got {value!r}", hint)
+        raise error(f"{name} must be an integer >= {minimum}, got {value!r}", hint, field=name)
 
 
 def require_number(name: str, value: object, hint: str, *, above: float | None = None,
@@ -22,7 +22,7 @@ def require_number(name: str, value: object, hint: str, *, above: float | None =
     ok = ok and (above is None or value > above) and (at_least is None or value >= at_least) \
         and (at_most is None or value <= at_most)
     if not ok:
-        raise error(f"{name} must be a number {wanted}, got {value!r}", hint)
+        raise error(f"{name} must be a number {wanted}, got {value!r}", hint, field=name)
 
 
 def require_choice(name: str, value: object, choices: tuple[str, ...], error=UsageError) -> None:
@@ -34,9 +34,33 @@ def require_text(name: str, value: object, *, spaces: bool = True, error=UsageEr
     """A non-empty string that quoting can carry into an #SBATCH line or argv: no control
     characters (newline, tab, ...); with spaces=False, no space either (SLURM names)."""
     if not isinstance(value, str) or not value:
-        raise error(f"{name} must be a non-empty string, got {value!r}", f"give {name} a value or leave it out")
+        raise error(f"{name} must be a non-empty string, got {value!r}", f"give {name} a value or leave it out",
+                    field=name)
     if any(ord(c) < 32 or ord(c) == 127 for c in value):
         raise error(f"{name} contains a control character (newline, tab, ...): {value!r}",
-                    f"write {name} on one line without control characters")
+                    f"write {name} on one line without control characters", field=name)
     if not spaces and " " in value:
-        raise error(f"{name} contains a space: {value!r}", f"SLURM {name} names never contain spaces; check the spelling")
+        raise error(f"{name} contains a space: {value!r}", f"SLURM {name} names never contain spaces; check the "
+                    "spelling", field=name)
+
+
+def read_text(path, what: str, error=UsageError) -> str:
+    """A file the user named, as text: one that cannot be read or is not UTF-8 is refused."""
+    try:
+        return open(path, encoding="utf-8").read()
+    except UnicodeDecodeError as err:
+        raise error(f"{what} {str(path)!r} is not UTF-8 text (byte {err.start}: {err.object[err.start:err.start + 1]!r})",
+                    "save it as UTF-8 text") from None
+    except OSError as err:
+        raise error(f"cannot read {what} {str(path)!r}: {err.strerror}", f"give the path of a readable {what}") from None
+
+
+def make_directory(text: str, flag: str, error=UsageError) -> None:
+    """mkdir -p of a directory the user named (the log directory), refused with the reason."""
+    import os
+
+    try:
+        os.makedirs(text, exist_ok=True)
+    except OSError as err:
+        raise error(f"cannot make the directory {flag} {text!r}: {err.strerror}",
+                    f"give {flag} a directory you can create") from None

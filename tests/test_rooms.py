@@ -15,7 +15,7 @@ import pytest
 from conftest import REPO
 
 PACKAGE = REPO / "hpcjax"
-SHARED = {"hpcjax", "hpcjax.errors", "hpcjax.contract", "hpcjax.validate", "hpcjax.rundir"}
+SHARED = {"hpcjax", "hpcjax.errors", "hpcjax.contract", "hpcjax.validate", "hpcjax.rundir", "hpcjax.shellword"}
 STDLIB = set(sys.stdlib_module_names)
 # The container runtimes' table: standard library only, so the rank side may read it.
 RUNTIME_TABLE = {"hpcjax.containers.runtime", "hpcjax.containers.binds", "hpcjax.containers.runtimes"}
@@ -64,7 +64,7 @@ def room_files():
     for room in ROOMS:
         for path in sorted((PACKAGE / room).rglob("*.py")):
             yield room, path
-    for name in ("errors", "contract", "validate", "rundir"):
+    for name in ("errors", "contract", "validate", "rundir", "shellword"):
         yield "shared", PACKAGE / f"{name}.py"
 
 

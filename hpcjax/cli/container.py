@@ -14,22 +14,24 @@ def cmd_recipe(args: argparse.Namespace, command: list[str]) -> int:
     from hpcjax.errors import UsageError
     from hpcjax.containers.recipes import recipe
 
+    from hpcjax.cli.options import output_file, write_atomically
+    from hpcjax.validate import read_text
+
+    output = output_file(args.output) if args.output is not None else None
     requirements = None
     if args.requirements:
         path = Path(args.requirements)
         if not path.is_file():
             raise UsageError(f"requirements file {args.requirements!r} does not exist",
                              "give the path of a pip requirements file: --requirements requirements.txt")
-        requirements = path.read_text()
+        requirements = read_text(path, "requirements file")
     text, dropped = recipe(base=args.base, fmt=args.format, jax=args.jax, packages=args.package or [],
                            requirements=requirements, with_hpcjax=args.with_hpcjax, apt=args.apt or [])
     for line in dropped:
         print(f"dropped {line!r}: JAX's own package; the image's JAX (matched to its CUDA) stays "
               "(end the line with `# hpcjax: keep` to install it anyway)", file=sys.stderr)
-    if args.output:
-        from hpcjax.cli.options import write_atomically
-
-        write_atomically(Path(args.output), text)
+    if output is not None:
+        write_atomically(output, text, mode=0o644)
         print(f"wrote {args.output} ({args.format})", file=sys.stderr)
     else:
         sys.stdout.write(text)

@@ -9,41 +9,47 @@ import sys
 from pathlib import Path
 
 from hpcjax.errors import UsageError
+from hpcjax.validate import make_directory
 from hpcjax.cli.options import (add_backend_option, add_cluster_options, add_job_options, cluster_from_args,
-                                merged_options, spec_from_args, write_atomically)
+                                merged_options, output_file, spec_from_args, write_atomically)
 
 
 def cmd_render(args: argparse.Namespace, command: list[str]) -> int:
     from hpcjax.launch.render import render_sbatch
 
+    output = output_file(args.output) if args.output is not None else None
     values = merged_options(args)
     spec, cluster = spec_from_args(args, command, values), cluster_from_args(args, values)
     if cluster is not None:
         spec = as_there(spec, cluster)
     else:
-        check_image_here(spec)
+        warn_missing_here(spec)
     text = render_sbatch(spec)
     if args.output is None:
         sys.stdout.write(text)
         return 0
-    write_atomically(Path(args.output), text)
+    if cluster is None:  # sbatch needs the log directory to exist: made first, so nothing is half done
+        make_directory(spec.output_dir, "--output-dir")
+    write_atomically(output, text)
     if cluster is not None:
         print(f"wrote {args.output} ({spec.layout.name}) with {cluster.name}'s paths; `hpcjax submit "
               f"--cluster {cluster.destination}` ships hpcjax and the code it expects there", file=sys.stderr)
-        return 0
-    Path(spec.output_dir).mkdir(parents=True, exist_ok=True)  # sbatch needs it to exist
-    print(f"wrote {args.output} ({spec.layout.name}); submit it with: sbatch {args.output}", file=sys.stderr)
+    else:
+        print(f"wrote {args.output} ({spec.layout.described}); submit it with: sbatch {args.output}", file=sys.stderr)
     return 0
 
 
-def check_image_here(spec) -> None:
-    """An image file named for this machine's SLURM must be here (a bind source may be made
-    before the script is submitted; submit checks those)."""
+def warn_missing_here(spec) -> None:
+    """What `submit` would refuse because it is missing on this machine (the image file, a bind
+    source), said on stderr: a rendered script may be meant for where they exist, or made
+    before them."""
     from hpcjax.containers import binds
 
-    image, _ = binds.paths_to_check(spec)
-    if image and not Path(image).exists():
-        raise binds.missing_image(image)
+    image, sources = binds.paths_to_check(spec)
+    for what, path in [("image", image)] * bool(image) + [("bind source", s) for s in sources]:
+        if not Path(path).exists():
+            print(f"warning: {what} {path!r} does not exist on this machine: `hpcjax submit` would refuse it; "
+                  "sbatch of this script fails unless it exists where the job runs", file=sys.stderr)
 
 
 def as_there(spec, cluster):
@@ -96,14 +102,11 @@ def cmd_submit(args: argparse.Namespace, command: list[str]) -> int:
     cluster = cluster_from_args(args, values)
     shipping = shipping_of(values, args, cluster)
     if args.dry_run:
-        from hpcjax.launch.render import render_sbatch
-        if cluster is not None:
-            spec = as_there(spec, cluster)
-        else:  # as strict as the submit it stands for
-            from hpcjax.containers import binds
-            binds.check_before_submit(spec)
-        print(f"dry run: would submit {spec.layout.name} with this script:", file=sys.stderr)
-        sys.stdout.write(render_sbatch(spec))
+        from hpcjax.launch.dryrun import dry_run
+
+        shown, said = dry_run(spec, args.backend, cluster)
+        print(said, file=sys.stderr)
+        sys.stdout.write(shown)
         return 0
     run = launch.submit(spec, args.backend, cluster, **shipping)
     print(run.job_id, flush=True)

@@ -10,7 +10,7 @@ import tempfile
 from pathlib import Path
 
 from hpcjax.contract import DEFAULT_OUTPUT_DIR
-from hpcjax.errors import UsageError
+from hpcjax.errors import SpecError, UsageError
 from hpcjax.launch.spec import JobSpec, parse_env_assignment
 
 SIZE = re.compile(r"(\d+)([KMG]?)", re.IGNORECASE)
@@ -127,11 +127,38 @@ def merged_options(args: argparse.Namespace) -> dict:
 
 
 def spec_from_args(args: argparse.Namespace, command: list[str], values: dict | None = None) -> JobSpec:
-    """The job's spec; `values`: merged_options(args), when the caller has them already."""
+    """The job's spec; `values`: merged_options(args), when the caller has them already. A bad
+    value is named as the user gave it: the flag, or the profile's file, name and key."""
     from hpcjax.launch import profiles
 
-    return profiles.build_spec(command, merged_options(args) if values is None else values,
-                               defaults=args.job_defaults)
+    try:
+        return profiles.build_spec(command, merged_options(args) if values is None else values,
+                                   defaults=args.job_defaults)
+    except SpecError as err:
+        raise as_given(err, args) from None
+
+
+# The job options whose flag is not their name with dashes.
+FLAGS = {"binds": "--bind", "container_flags": "--container-flag", "modules": "--module", "sbatch": "--sbatch"}
+
+
+def flag_of(key: str) -> str:
+    return FLAGS.get(key, "--" + key.replace("_", "-"))
+
+
+def as_given(err: SpecError, args: argparse.Namespace) -> SpecError:
+    """err with its fields named as the user gave them: `gpus_per_process=3` becomes
+    `--gpus-per-process 3` when the command line said it, else the profile that did is named."""
+    from hpcjax.launch import profiles
+
+    message, given = err.message, command_line_options(args)
+    for key in [k for k in err.fields if k in profiles.OPTIONS]:
+        if given.get(key) is not None:
+            message = re.sub(rf"\b{key}\b(=?)", lambda m: flag_of(key) + (" " if m[1] else ""), message)
+        elif getattr(args, "profile", None):
+            path = profiles.load(args.profile_file)[0]
+            message += f" (set by {path}, profile {args.profile!r}, key {key})"
+    return SpecError(message, err.hint, field=err.fields)
 
 
 def add_cluster_options(parser: argparse.ArgumentParser, *, profile_file: bool = False) -> None:
@@ -165,17 +192,39 @@ def cluster_from_args(args: argparse.Namespace, values: dict | None = None):
     return cluster
 
 
-def write_atomically(path: Path, text: str) -> None:
+def output_file(text: str | None, flag: str = "-o") -> Path:
+    """The file an `-o` names, refused before any work when it cannot be one: empty, a
+    directory, or in a directory that cannot be made or written."""
+    if text is None or not text.strip():
+        raise UsageError(f"{flag} names no file", f"give a file name: {flag} job.sh")
+    path = Path(text)
+    if path.is_dir() or text.endswith("/"):
+        raise UsageError(f"{flag} {text!r} is a directory", f"give a file name in it: {flag} {text.rstrip('/')}/NAME")
+    existing = next(p for p in [path.parent, *path.parent.parents] if p.exists() or p == Path(p.anchor or "."))
+    if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
+        why = "is not a directory" if not existing.is_dir() else "is not writable by you"
+        raise UsageError(f"cannot write {text!r}: {str(existing) or '.'} {why}",
+                         f"give {flag} a path in a directory you can write")
+    return path
+
+
+def write_atomically(path: Path, text: str | bytes, mode: int = 0o755) -> None:
     """Write text to path in one step: a reader never sees half a script."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     try:
-        with os.fdopen(fd, "w") as handle:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    except OSError as err:
+        raise UsageError(f"cannot write {str(path)!r}: {err.strerror}", "give a path in a directory you can write")
+    try:
+        with os.fdopen(fd, "wb" if isinstance(text, bytes) else "w") as handle:
             handle.write(text)
-        os.chmod(tmp, 0o755)
+        os.chmod(tmp, mode)
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as err:
         Path(tmp).unlink(missing_ok=True)
+        if isinstance(err, OSError):
+            raise UsageError(f"cannot write {str(path)!r}: {err.strerror}", "give a path you can write "
+                             "(a file, not a directory), on a file system with room") from None
         raise
 
 

@@ -54,7 +54,7 @@ def cmd_smoke(args: argparse.Namespace, command: list[str]) -> int:
                           "pairs": pairs, "ok": ok}, indent=2))
     else:
         where = f" on {cluster.destination}" if cluster else ""
-        print(f"smoke test {spec.layout.name} ({backend}{where}, job {run.job_id}):")
+        print(f"smoke test {spec.layout.described} ({backend}{where}, job {run.job_id}):")
         print(smoke.format_table(rows, args.bandwidth))
         print(smoke.format_pairs(pairs), end="")
     if args.plot and "bandwidth" in reports.get(0, {}):

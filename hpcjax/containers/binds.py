@@ -12,8 +12,9 @@ from __future__ import annotations
 import dataclasses
 import os
 from pathlib import Path
+from typing import NamedTuple
 
-from hpcjax import contract
+from hpcjax import contract, shellword
 from hpcjax.errors import SpecError, UsageError
 
 HPCJAX_TARGET = "/opt/hpcjax/lib"  # inside the container: <this>/hpcjax is hpcjax's package
@@ -35,27 +36,64 @@ def hpcjax_package_dir(spec=None) -> str:
     return given or os.environ.get(BIND_SOURCE_ENV) or str(Path(__file__).resolve().parent.parent)
 
 
-def user_binds(container) -> list[tuple[str, str]]:
-    """(source, target) of each --bind SRC[:DST[:OPTS]]."""
-    pairs = []
-    for bind in container.binds:
-        source, _, rest = bind.partition(":")
-        pairs.append((source, rest.split(":")[0] or source))
-    return pairs
+class Bind(NamedTuple):
+    """One bind mount: the host's path, the path inside ('': the same as the host's, as the user
+    wrote it), and its options (ro, rw or none)."""
+
+    source: str
+    target: str = ""
+    options: str = ""
+
+    @property
+    def inside(self) -> str:
+        return self.target or self.source
+
+    def word(self, options: bool = True) -> str:
+        """SRC[:DST][:OPTS] as one shell word ($NAME expands on the node: hpcjax.shellword)."""
+        text = self.source + (f":{self.inside}" if self.target or (options and self.options) else "")
+        return shellword.word(text + (f":{self.options}" if options and self.options else ""))
 
 
-def binds_of(spec) -> list[tuple[str, str]]:
-    """(source, target) of every bind: the user's, the caches the job's --env names, and
-    hpcjax's own package unless the image ships it."""
-    pairs = user_binds(spec.container)
-    bound = {s for s, _ in pairs}
+BIND_OPTIONS = ("ro", "rw")  # what every runtime can be asked for (each writes it its own way)
+BIND_FORM = "write --bind SRC[:DST[:OPTIONS]], e.g. --bind /data, --bind '$SCRATCH/data:/data:ro'"
+
+
+def parse_bind(text: str) -> Bind:
+    """--bind SRC[:DST[:OPTIONS]] (DST defaults to SRC; OPTIONS ro or rw), refused when a part is
+    empty, there are more parts, DST is not absolute, or an option is unknown."""
+    parts = text.split(":")
+    if len(parts) > 3:
+        raise SpecError(f"bind {text!r} has {len(parts)} ':'-separated parts, at most 3 (SRC:DST:OPTIONS)",
+                        BIND_FORM + "; bind a path with ':' in its name through a link to it")
+    source, target, options = (parts + ["", ""])[:3]
+    if not source or (len(parts) > 1 and not target):
+        raise SpecError(f"bind {text!r} has an empty {'source' if not source else 'target'}", BIND_FORM)
+    if target and not target.startswith(("/", "$")):
+        raise SpecError(f"bind {text!r}: the target {target!r} inside the container is not an absolute path",
+                        "give the target as /path inside the image, e.g. --bind ./data:/data")
+    if len(parts) == 3 and options not in BIND_OPTIONS:
+        raise SpecError(f"bind {text!r}: unknown option {options!r}",
+                        f"valid options: {', '.join(BIND_OPTIONS)} (e.g. --bind /data:/data:ro)")
+    return Bind(source, target, options)
+
+
+def user_binds(container) -> list[Bind]:
+    """Each --bind SRC[:DST[:OPTIONS]], parsed."""
+    return [parse_bind(bind) for bind in container.binds]
+
+
+def binds_of(spec) -> list[Bind]:
+    """Every bind: the user's, the caches the job's --env names, and hpcjax's own package
+    unless the image ships it."""
+    found = user_binds(spec.container)
+    bound = {b.source for b in found}
     for name in CACHE_VARIABLES:
         cache = dict(spec.env).get(name)
         if cache and cache.startswith("/") and Path(cache).is_dir() and cache not in bound:
-            pairs.append((cache, cache))
+            found.append(Bind(cache, cache))
     if spec.container.bind_hpcjax and spec.container.in_container:
-        pairs.append((hpcjax_package_dir(spec), f"{HPCJAX_TARGET}/hpcjax"))
-    return pairs
+        found.append(Bind(hpcjax_package_dir(spec), f"{HPCJAX_TARGET}/hpcjax"))
+    return found
 
 
 def python_path(spec) -> str:
@@ -75,7 +113,7 @@ def paths_to_check(spec) -> tuple[str | None, list[str]]:
     and the bind sources (one with a $VAR is the job's to expand)."""
     container = spec.container
     image = container.image if container.image and container.image_is_local_file else None
-    return image, [source for source, _ in user_binds(container) if "$" not in source]
+    return image, [shellword.expand(b.source, {}) for b in user_binds(container) if not shellword.variables(b.source)]
 
 
 def missing_image(image: str, where: str = "on this machine") -> SpecError:
@@ -102,6 +140,6 @@ def in_place(container, paths: list[str]):
     data a job is given by path), so the program sees the paths it was given; bare runs need none."""
     if not container.in_container:
         return container
-    present = {b.split(":")[0] for b in container.binds}
+    present = {b.source for b in user_binds(container)}
     return dataclasses.replace(container, binds=container.binds + tuple(
         f"{p}:{p}" for p in dict.fromkeys(paths) if p not in present))

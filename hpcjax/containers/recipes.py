@@ -9,6 +9,7 @@ to the Apptainer file here.
 
 from __future__ import annotations
 
+import re
 import shlex
 from pathlib import Path
 
@@ -41,6 +42,10 @@ def recipe(*, base: str = DEFAULT_BASE, fmt: str = "apptainer", jax: str = "none
                          "none (the base image has JAX, e.g. NVIDIA's), cuda12 (JAX's CUDA 12 wheels) or cpu")
     if not base or any(c.isspace() for c in base):
         raise UsageError(f"base image {base!r} is not an image name", f"e.g. --base {DEFAULT_BASE}")
+    for package in packages:
+        check_pip_package(package)
+    for package in apt:
+        check_apt_package(package)
     dropped = [p for p in packages if is_jax_package(requirement_name(p))]
     kept_packages = [p for p in packages if p not in dropped]
     kept_requirements, dropped_lines = filter_requirements(requirements or "")
@@ -87,6 +92,31 @@ def recipe(*, base: str = DEFAULT_BASE, fmt: str = "apptainer", jax: str = "none
     if fmt == "apptainer":
         text += help_section(base, jax, with_hpcjax, source is not None)
     return text, dropped
+
+
+# A Debian package, optionally with an architecture and a version: libnccl2, gcc:amd64, curl=7.88.1-10.
+APT_PACKAGE = re.compile(r"[a-z0-9][a-z0-9+.-]+(?::[a-z0-9-]+)?(?:=[A-Za-z0-9.+~:-]+)?")
+
+
+def check_pip_package(text: object) -> None:
+    """One pip requirement (PEP 508: flax, flax==0.8.*, flax[all]>=0.8): never an option (--index-url)
+    nor a second line of the recipe."""
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    try:
+        Requirement(text)
+        ok = isinstance(text, str) and text == text.strip() and "\n" not in text and not text.startswith("-")
+    except (InvalidRequirement, TypeError):
+        ok = False
+    if not ok:
+        raise UsageError(f"--package {text!r} is not one pip requirement",
+                         "give a package as pip names it, one per --package: --package flax, --package 'optax>=0.2'")
+
+
+def check_apt_package(text: object) -> None:
+    if not isinstance(text, str) or not APT_PACKAGE.fullmatch(text):
+        raise UsageError(f"--apt {text!r} is not a Debian package name",
+                         "give one package per --apt, as apt-get names it: --apt libibverbs1, --apt curl=7.88.1-10")
 
 
 def help_section(base: str, jax: str, with_hpcjax: bool, from_checkout: bool) -> str:

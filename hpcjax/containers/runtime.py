@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hpcjax import validate
+from hpcjax.containers.binds import parse_bind
 from hpcjax.errors import SpecError
 
 DEFAULT_WITH_IMAGE = "apptainer"  # the runtime an --image alone implies
@@ -64,10 +65,14 @@ class Runtime:
         require_text("image", container.image)
         for bind in container.binds:
             require_text("bind", bind)
+            self.check_bind(parse_bind(bind))
         for flag in container.flags:
             require_text("container flag", flag)
         # Whether an image file exists is the submitting machine's question (this one, or the
         # login node over SSH): binds.check_before_submit and launch.remote ask it.
+
+    def check_bind(self, bind) -> None:
+        """Raise SpecError for a bind (binds.Bind, parsed and checked already) this runtime cannot make."""
 
     def image_is_local_file(self, image: str | None) -> bool:
         """Whether the image is a path of the submitting machine's (checked before submission)."""

@@ -26,6 +26,9 @@ OWNED = {
     "constraint": "--constraint", "C": "--constraint", "exclusive": "--exclusive", "output": "--output-dir",
     "o": "--output-dir", "error": "--output-dir", "e": "--output-dir", "signal": "nothing (hpcjax sets the warning "
     "signal its training catches)", "requeue": "--requeue", "no-requeue": "--requeue", "open-mode": "--requeue",
+    "ntasks-per-gpu": "--gpus-per-process", "array": "the Python API's map (a job array of calls)",
+    "wrap": "the command after --", "chdir": "nothing: the job runs where you submit it (cd there first)",
+    "D": "nothing: the job runs where you submit it (cd there first)",
 }
 OPTION = re.compile(r"(--?)([A-Za-z][A-Za-z0-9-]*)(?:[= ](.*))?")
 
@@ -40,18 +43,28 @@ def _one_line(kind: str, text: object) -> str:
 
 
 def check_sbatch_line(line: object) -> str:
-    """One `#SBATCH` option, e.g. `--licenses=scratch` or `--reservation=big`."""
+    """One `#SBATCH` option, e.g. `--licenses=scratch`, `-L scratch` or `-Lscratch`. sbatch takes
+    a long option by any unambiguous abbreviation (`--outp` is --output), so a name that begins
+    an owned option is that option; a value with a space would be split by sbatch."""
     line = _one_line("#SBATCH line", line).strip()
     if line.startswith("#SBATCH"):
         line = line[len("#SBATCH"):].strip()
     match = OPTION.fullmatch(line)
-    if match is None or (match[1] == "-" and len(match[2]) != 1) or (match[1] == "--" and len(match[2]) < 2):
+    if match is None or (match[1] == "--" and len(match[2]) < 2):
         raise SpecError(f"#SBATCH line {line!r} is not one sbatch option",
                         "write it as sbatch takes it: --licenses=scratch, --reservation=big, -L scratch")
-    name = match[2]
-    if name in OWNED:
-        raise SpecError(f"#SBATCH line {line!r} sets --{name}, which hpcjax already sets",
-                        f"use {OWNED[name]} instead")
+    dashes, name, value = match[1], match[2], match[3]
+    if dashes == "-" and len(name) > 1:  # -Lscratch: a short option with its value attached
+        name, value = name[0], name[1:] + (f" {value}" if value is not None else "")
+    if value is not None and (not value.strip() or any(c.isspace() for c in value.strip())):
+        raise SpecError(f"#SBATCH line {line!r}: the value {value.strip()!r} is empty or holds a space, where "
+                        "sbatch splits an option", "give one option with one value: --licenses=scratch:2,fs")
+    owned = name if name in OWNED else next((o for o in OWNED if len(name) > 1 and o.startswith(name)), None)
+    if owned is not None:
+        said = ("-" if len(owned) == 1 else "--") + owned + (f" (sbatch reads --{name} as --{owned})"
+                                                             if owned != name else "")
+        raise SpecError(f"#SBATCH line {line!r} sets {said}, which hpcjax already sets",
+                        f"use {OWNED[owned]} instead")
     return line
 
 

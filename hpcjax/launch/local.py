@@ -22,12 +22,13 @@ import threading
 import time
 from pathlib import Path
 
-from hpcjax import contract
+from hpcjax import contract, shellword
 from hpcjax.catalog import records
 from hpcjax.errors import HpcjaxError, UsageError
 from hpcjax.launch.outcome import Outcome, TaskEvent, analyze
 from hpcjax.launch.run import Run, say
 from hpcjax.launch.spec import JobSpec
+from hpcjax.validate import make_directory
 
 STOP_GRACE_S = 5.0
 # Variables of an enclosing SLURM job would make the runtime map the SLURM step
@@ -63,7 +64,8 @@ def rank_environment(spec: JobSpec, job_id: str, rank: int, port: int) -> dict[s
     layout = spec.layout
     array_job, _, index = job_id.partition("_")
     env = {k: v for k, v in os.environ.items() if not k.startswith(DROPPED_PREFIXES)}
-    env.update(dict(spec.env))
+    for key, value in spec.env:  # in order, as the batch script exports them
+        env[key] = shellword.expand(value, env)
     env.update(layout.env())
     env.update({contract.PLATFORM_ENV: "cpu", contract.NODE_NAME_ENV: contract.local_node_name(rank, layout)})
     env.update(
@@ -101,6 +103,7 @@ def submit(spec: JobSpec) -> "LocalRun":
     check_local_spec(spec)
     if spec.array:
         raise UsageError("a job array has one Run per element", "submit it with launch.submit_array(spec)")
+    make_directory(spec.output_dir, "--output-dir")
     run = LocalRun(records.new_local_id(int(time.time() * 1000)), spec)
     run.start()
     return run
@@ -145,8 +148,8 @@ class LocalRun(Run):
                 return
             self.log_dir.mkdir(parents=True, exist_ok=True)
             port = free_port()
-            say(f"local job {self.job_id}: {self.num_ranks} processes ({self.layout.name}, "
-                f"{self.layout.gpus_per_process} emulated GPU(s) each) on this machine; logs in {self.log_dir}/")
+            say(f"local job {self.job_id}: {self.layout.described} (emulated) on this machine; "
+                f"logs in {self.log_dir}/")
             self.started = time.monotonic()
             try:
                 for rank in range(self.num_ranks):

@@ -29,6 +29,7 @@ from hpcjax.containers import runtime as runtime_table
 from hpcjax.errors import ConfigError
 from hpcjax.hosts.cluster import DEFAULT_REMOTE_DIR, Cluster
 from hpcjax.launch.spec import Container, JobSpec, Layout
+from hpcjax.validate import read_text
 
 PROFILES_ENV = "HPCJAX_PROFILES"
 CLUSTER_ENV = "HPCJAX_CLUSTER"  # the cluster (a profile or an SSH destination) when none is named
@@ -60,7 +61,7 @@ def load(path: str | Path | None = None) -> tuple[Path, dict[str, dict]]:
                           f"write one (see profiles/examples.toml in hpcjax's repository), point "
                           f"{PROFILES_ENV} at it, or pass --profile-file")
     try:
-        data = tomllib.loads(path.read_text())
+        data = tomllib.loads(read_text(path, "profile file", ConfigError))
     except tomllib.TOMLDecodeError as err:
         raise ConfigError(f"{path} is not valid TOML: {err}", "fix the line it names") from None
     profiles = data.get("profiles")

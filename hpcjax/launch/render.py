@@ -10,7 +10,7 @@ from pathlib import Path
 
 import jinja2
 
-from hpcjax import __version__, contract
+from hpcjax import __version__, contract, shellword
 from hpcjax.errors import SpecError
 from hpcjax.containers import binds
 from hpcjax.launch.spec import JobSpec
@@ -44,6 +44,7 @@ def _environment(site_dir: str | None = None) -> jinja2.Environment:
         keep_trailing_newline=True,
     )
     env.filters["q"] = lambda value: shlex.quote(str(value))
+    env.filters["word"] = shellword.word  # $NAME expands on the node, nothing else
     return env
 
 
@@ -59,17 +60,19 @@ def image_word(spec: JobSpec) -> str:
 def render_sbatch(spec: JobSpec) -> str:
     """The sbatch script for spec. What `hpcjax render` prints is what `submit` submits.
     A script that is not valid bash (a broken prologue, a site template) is refused."""
-    if spec.template:
+    if not spec.template:
+        text = _render(_environment().get_template(TEMPLATE), spec)
+    else:  # a site's template: whatever is wrong in it (syntax, a name no one gives) is its to fix
         site = Path(spec.template).resolve()
         try:
-            template = _environment(str(site.parent)).get_template(site.name)
-        except jinja2.TemplateError as err:
-            raise SpecError(f"site template {spec.template}: {err}",
+            text = _render(_environment(str(site.parent)).get_template(site.name), spec)
+        except (jinja2.TemplateError, UnicodeDecodeError) as err:
+            said = f"{type(err).__name__}: {err}" if isinstance(err, jinja2.UndefinedError) else str(err)
+            raise SpecError(f"site template {spec.template}: {said}",
                             'a site template starts with {% extends "hpcjax/sbatch.sh.j2" %} and overrides '
-                            "its blocks: directives, prologue, launch, srun_options, epilogue") from None
-    else:
-        template = _environment().get_template(TEMPLATE)
-    text = _render(template, spec)
+                            "its blocks (directives, prologue, launch, srun_options, epilogue) using the "
+                            "names the packaged template uses (spec, layout, container, ...); save it as UTF-8"
+                            ) from None
     check_bash_syntax(text, spec)
     return text
 

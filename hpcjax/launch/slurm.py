@@ -25,6 +25,7 @@ from hpcjax.launch.outcome import Outcome, analyze, last_attempt, srun_events, t
 from hpcjax.launch.render import render_sbatch
 from hpcjax.launch.run import Run, say
 from hpcjax.launch.spec import JobSpec
+from hpcjax.validate import make_directory
 
 # Pending reasons that mean the job can never start as asked: waiting is pointless.
 NEVER_STARTS = {"PartitionConfig", "PartitionNodeLimit", "PartitionTimeLimit", "BadConstraints",
@@ -105,7 +106,7 @@ def _follow(spec: JobSpec, elements: list[int | None], job_id: str, log_dir: str
         records.save(records.key(run.job_id, cluster.destination), record)
     what = f"job {job_id}" if spec.array == 0 else f"job array {job_id} of {spec.array} elements"
     where = f" on {cluster.name}" if cluster.remote else ""
-    say(f"submitted {what}{where} ({spec.layout.name}, {spec.layout.num_processes} processes); logs in {log_dir}/")
+    say(f"submitted {what}{where} ({spec.layout.described}); logs in {log_dir}/")
     runs[0].ensure_can_start()
     return runs
 
@@ -119,7 +120,7 @@ def _sbatch_here(spec: JobSpec) -> str:
                             "CPU with --backend local")
     import submitit
 
-    Path(spec.output_dir).mkdir(parents=True, exist_ok=True)  # sbatch needs it to exist
+    make_directory(spec.output_dir, "--output-dir")  # sbatch needs it to exist
     try:
         job = executor_class()(spec).submit_spec()
     except submitit.core.utils.FailedJobError as err:

@@ -22,18 +22,29 @@ ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # SLURM's accepted walltime forms: M, M:S, H:M:S, D-H, D-H:M, D-H:M:S.
 WALLTIME = re.compile(r"(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?")
 MEMORY = re.compile(r"\d+[KMGT]?")
+# Bounds past which a count is a typo: the largest SLURM clusters have about 10,000 nodes, and
+# sbatch misreads node counts past 2**31 as other numbers instead of refusing them.
+MAX_NODES = 65536
+MAX_GPUS_PER_NODE = 1024
 
 
 def _require_int(name: str, value: object, minimum: int, hint: str) -> None:
     require_int(name, value, minimum, hint, error=SpecError)
 
 
-def parse_walltime(text: str) -> int:
-    """Return SLURM walltime text as seconds; raise SpecError if SLURM would not accept it."""
-    hint = "use SLURM's forms: MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS (e.g. 02:00:00)"
+UNLIMITED = "UNLIMITED"  # sbatch's --time=0, UNLIMITED or INFINITE: no limit beyond the partition's
+
+
+def parse_walltime(text: str) -> int | None:
+    """Return SLURM walltime text as seconds (None: no limit); raise SpecError if SLURM would
+    not accept it."""
+    hint = ("use SLURM's forms: MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS (e.g. 02:00:00), "
+            "or 0 / UNLIMITED for no limit but the partition's")
+    if isinstance(text, str) and (text.strip().upper() in (UNLIMITED, "INFINITE") or text.strip() == "0"):
+        return None
     match = WALLTIME.fullmatch(text.strip()) if isinstance(text, str) else None
     if match is None:
-        raise SpecError(f"malformed walltime {text!r}", hint)
+        raise SpecError(f"malformed walltime {text!r}", hint, field="time")
     days, first, second, third = match.groups()
     numbers = [int(x) for x in (first, second, third) if x is not None]
     if days is not None:  # D-H[:M[:S]]
@@ -48,11 +59,13 @@ def parse_walltime(text: str) -> int:
     else:  # M
         total, in_range = numbers[0] * 60, True
     if not in_range or total <= 0:
-        raise SpecError(f"walltime {text!r} is out of range", hint)
+        raise SpecError(f"walltime {text!r} is out of range", hint, field="time")
     return total
 
 
-def format_walltime(seconds: int) -> str:
+def format_walltime(seconds: int | None) -> str:
+    if seconds is None:
+        return UNLIMITED
     days, rest = divmod(seconds, 86400)
     clock = f"{rest // 3600:02d}:{rest % 3600 // 60:02d}:{rest % 60:02d}"
     return f"{days}-{clock}" if days else clock
@@ -69,13 +82,19 @@ class Layout(contract.Layout):
                      "ask for the GPUs of each node: --gpus-per-node 4")
         _require_int("gpus_per_process", self.gpus_per_process, 1,
                      "1 runs one process per GPU; --gpus-per-node runs one process per node")
+        for name, flag, value, most in (("nodes", "--nodes", self.nodes, MAX_NODES),
+                                        ("gpus_per_node", "--gpus-per-node", self.gpus_per_node, MAX_GPUS_PER_NODE)):
+            if value > most:
+                raise SpecError(f"{name}={value} is more than any SLURM cluster has (at most {most})",
+                                f"check {flag}: it counts {'nodes' if name == 'nodes' else 'the GPUs of one node'}, "
+                                "not GPUs in total", field=name)
         if self.gpus_per_node % self.gpus_per_process:
             divisors = [k for k in range(1, self.gpus_per_node + 1) if self.gpus_per_node % k == 0]
             raise SpecError(
                 f"gpus_per_process={self.gpus_per_process} does not divide "
                 f"gpus_per_node={self.gpus_per_node}",
                 f"every process owns the same number of GPUs of one node; valid values: "
-                f"{', '.join(map(str, divisors))}")
+                f"{', '.join(map(str, divisors))}", field=("gpus_per_process", "gpus_per_node"))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -164,13 +183,13 @@ class JobSpec:
             _require_int("cpus_per_task", self.cpus_per_task, 1, "e.g. --cpus-per-task 8")
         if self.mem is not None and not (isinstance(self.mem, str) and MEMORY.fullmatch(self.mem)):
             raise SpecError(f"malformed memory size {self.mem!r}",
-                            "use SLURM's units: a number with K, M, G or T (64G), or 0 for all")
+                            "use SLURM's units: a number with K, M, G or T (64G), or 0 for all", field="mem")
         _require_text("output_dir", self.output_dir)
         _require_int("signal_grace_s", self.signal_grace_s, 0, "seconds before the time limit")
         _require_int("requeue", self.requeue, 0, "how many times the job may requeue itself, e.g. --requeue 2")
         if self.retry_failed and not self.requeue:
             raise SpecError("retry_failed needs a requeue budget (requeue=0)",
-                            "add --requeue N: a failed job is requeued at most N times")
+                            "add --requeue N: a failed job is requeued at most N times", field=("retry_failed", "requeue"))
         object.__setattr__(self, "sbatch_lines", tuple(extras.check_sbatch_line(x) for x in self.sbatch_lines))
         object.__setattr__(self, "prologue", tuple(extras.check_command_line("prologue", x) for x in self.prologue))
         object.__setattr__(self, "epilogue", tuple(extras.check_command_line("epilogue", x) for x in self.epilogue))
@@ -191,7 +210,8 @@ class JobSpec:
             check_env_pair(key, value)
 
     @property
-    def time_seconds(self) -> int:
+    def time_seconds(self) -> int | None:
+        """The walltime in seconds; None for no limit (--time 0 or UNLIMITED)."""
         return parse_walltime(self.time)
 
 

@@ -156,7 +156,7 @@ def test_an_unknown_profile_lists_the_ones_there(tmp_path, profile_file):
 
 
 @pytest.mark.parametrize("line, words", [
-    ("--time=5", "sets --time, which hpcjax already sets"), ("-N 3", "sets --N"), ("--gres=gpu:2", "--gres"),
+    ("--time=5", "sets --time, which hpcjax already sets"), ("-N 3", "sets -N,"), ("--gres=gpu:2", "--gres"),
     ("--licenses=a\nb", "newline"), ("licenses=a", "is not one sbatch option"), ("", "non-empty"),
     ("--output=/tmp/x", "use --output-dir instead"),
 ])
@@ -167,10 +167,10 @@ def test_extra_sbatch_lines_that_hpcjax_sets_or_that_are_not_one_option_are_refu
 
 
 def test_extra_lines_render_shellcheck_clean_and_never_run_as_code(tmp_path):
-    spec = job_spec(["python", "t.py"], sbatch=["--comment=$(touch pwned)", "--reservation=big", "-L scratch"],
+    spec = job_spec(["python", "t.py"], sbatch=["--comment=$(touch${IFS}pwned)", "--reservation=big", "-L scratch"],
                     prologue=["echo before"], epilogue=['echo "after: $hpcjax_rc"'])
     text = render_sbatch(spec)
-    assert "#SBATCH --comment=$(touch pwned)\n#SBATCH --reservation=big\n#SBATCH -L scratch\n" in text
+    assert "#SBATCH --comment=$(touch${IFS}pwned)\n#SBATCH --reservation=big\n#SBATCH -L scratch\n" in text
     assert text.index("echo before") < text.index("srun --kill") < text.index('echo "after')
     assert shellcheck(text) == ""
 

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from hpcjax.contract import derived_port
+from hpcjax import shellword
 from hpcjax.errors import SpecError
 from hpcjax.containers.binds import hpcjax_package_dir
 from hpcjax.launch.render import render_sbatch
@@ -152,8 +153,9 @@ def test_hostile_strings_are_never_executed_and_arrive_verbatim(tmp_path):
         assert argv[argv.index(bind) - 1] == "--bind"
     assert spec.container.flags[0] in argv and str(image) in argv
     exported = dict(item.split("=", 1) for item in files["ENV_FILE"].read_text().split("\0") if "=" in item)
-    for key, value in spec.env:
-        assert exported[key] == value
+    for key, value in spec.env:  # verbatim but for $NAME/${NAME}, the job's variables (here ${IFS})
+        assert exported[key] == shellword.expand(value, {"IFS": " \t\n"})
+    assert exported["V5"] == f" \t\ntouch \t\n{marker}"
     assert exported["HPCJAX_GPUS_PER_PROCESS"] == "1"
     # Through the per-task wrapper: the command verbatim, and what a plain JAX reads.
     task_argv = files["TASK_ARGV_FILE"].read_text().split("\0")[:-1]

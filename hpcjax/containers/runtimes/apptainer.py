@@ -3,15 +3,14 @@
 Both pass a variable exported under their prefix (APPTAINERENV_NAME) into the container
 without the prefix, even with --cleanenv; both never pass the host's LD_LIBRARY_PATH (its
 prefixed copy they do); both always pass proxy variables (the coordinator wrapper keeps the
-coordinator out of the proxy).
+coordinator out of the proxy). A bind's option (ro, rw) is Apptainer's own: SRC:DST:ro.
 """
 
 from __future__ import annotations
 
-import shlex
-
 from hpcjax.containers.binds import LOG_DIR, binds_of, python_path
 from hpcjax.containers.runtime import Launch, Runtime, register
+from hpcjax.shellword import word
 
 
 @register
@@ -32,14 +31,12 @@ class Apptainer(Runtime):
     def launch(self, spec, image_word: str) -> Launch:
         container = spec.container
         prefixes = self.cleanenv_prefixes
-        user = {b.partition(":")[0] for b in container.binds}
-        binds = f" --bind {LOG_DIR}" + "".join(f" --bind {shlex.quote(b)}" for b in container.binds)
-        binds += "".join(f" --bind {shlex.quote(s + ':' + t)}" for s, t in binds_of(spec) if s not in user)
+        binds = f" --bind {LOG_DIR}" + "".join(f" --bind {b.word()}" for b in binds_of(spec))
         pythonpath = python_path(spec)
-        prepare = [f"export {p}PYTHONPATH={shlex.quote(pythonpath)}" for p in prefixes] if pythonpath else []
+        prepare = [f"export {p}PYTHONPATH={word(pythonpath)}" for p in prefixes] if pythonpath else []
         library = dict(spec.env).get("LD_LIBRARY_PATH")
         if library:  # Apptainer never passes the host's LD_LIBRARY_PATH; the prefixed form it does
-            prepare += [f"export {p}LD_LIBRARY_PATH={shlex.quote(library)}" for p in prefixes]
+            prepare += [f"export {p}LD_LIBRARY_PATH={word(library)}" for p in prefixes]
         clean = " --cleanenv" if container.cleanenv else ""
         return Launch(words=f"{self.program} exec --nv{clean}{binds}{self.quoted_flags(container)} {image_word}",
                       prepare=tuple(prepare), cleanenv_prefixes=prefixes, program=self.program)

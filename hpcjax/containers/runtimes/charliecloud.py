@@ -1,6 +1,7 @@
 """Charliecloud (ch-run 0.31): `ch-run -b SRC:DST -c $PWD IMAGE -- CMD`, unprivileged.
 
-The image is an unpacked directory or a SquashFS file. ch-run wants $USER, binds only onto
+The image is an unpacked directory or a SquashFS file (not a .sif). A bind has no options
+(`:rw` is what it is anyway; `:ro` is refused: ch-run 0.31 cannot mount read-only). ch-run wants $USER, binds only onto
 targets that exist in the image, and binds the host's /etc/hosts only onto an existing file
 (without it no node name resolves inside and the ranks cannot find the coordinator).
 Under --cleanenv the coordinator wrapper cleans the environment to the names a rank needs
@@ -9,12 +10,11 @@ before ch-run starts.
 
 from __future__ import annotations
 
-import shlex
-
 from hpcjax.containers.binds import LOG_DIR, binds_of, passed_names, python_path
 from hpcjax.containers.runtime import Launch, Runtime, register
 from hpcjax.contract import LOG_DIR_ENV
 from hpcjax.errors import SpecError
+from hpcjax.shellword import word
 
 # What ch-run itself and a shell need when the environment is cleaned before it.
 CH_RUN_KEEPS = ("PATH", "USER", "HOME", "LANG", "TERM")
@@ -33,14 +33,25 @@ class Charliecloud(Runtime):
         if "://" in container.image:
             raise SpecError(f"Charliecloud runs an unpacked image, not {container.image!r}",
                             "convert it first (ch-convert) and give the directory or .sqfs file")
+        if container.image.lower().endswith((".sif", ".simg")):
+            raise SpecError(f"Charliecloud cannot run the Apptainer/Singularity image {container.image!r}: it "
+                            "runs an unpacked directory or a SquashFS (.sqfs) file",
+                            f"convert it: ch-convert {container.image} ./jax-image (then --image ./jax-image), "
+                            "or run it with --runtime apptainer")
+
+    def check_bind(self, bind) -> None:
+        if bind.options == "ro":
+            raise SpecError(f"ch-run's -b has no read-only mode: bind {bind.source}:{bind.inside}:ro cannot be "
+                            "made with Charliecloud", "drop :ro (the bind is as writable as the host path "
+                            "is to you), or use --runtime apptainer or pyxis, which mount it read-only")
 
     def launch(self, spec, image_word: str) -> Launch:
         container = spec.container
-        pairs = binds_of(spec)
-        binds = "".join(f" -b {shlex.quote(s + ':' + t)}" for s, t in pairs)
+        found = binds_of(spec)
+        binds = "".join(f" -b {b.word(options=False)}" for b in found)
         pythonpath = python_path(spec)
-        env = f" --set-env={shlex.quote('PYTHONPATH=' + pythonpath)}" if pythonpath else ""
-        targets = "".join(f' "$hpcjax_image"{shlex.quote(t)}' for _, t in pairs)
+        env = f" --set-env={word('PYTHONPATH=' + pythonpath)}" if pythonpath else ""
+        targets = "".join(f' "$hpcjax_image"{word(b.inside)}' for b in found)
         prepare = ('export USER="${USER:-$(id -un)}"  # ch-run refuses to start without it',
                    f"hpcjax_image={image_word}",
                    "# ch-run 0.31 binds only onto targets that exist in the image, and the host's",

@@ -1,14 +1,14 @@
 """Pyxis, NVIDIA's srun plugin (enroot underneath): the image and the mounts go on the srun
 line (`srun --container-image=IMAGE --container-mounts=SRC:DST,... CMD`). Pyxis passes the
-job's environment into the container and has no clean mode."""
+job's environment into the container and has no clean mode. A bind's option (ro, rw) is
+written as pyxis takes it: SRC:DST:ro."""
 
 from __future__ import annotations
-
-import shlex
 
 from hpcjax.containers.binds import LOG_DIR, binds_of, python_path
 from hpcjax.containers.runtime import Launch, Runtime, register
 from hpcjax.errors import SpecError
+from hpcjax.shellword import word
 
 
 @register
@@ -31,12 +31,12 @@ class Pyxis(Runtime):
         return super().image_is_local_file(image) and image.endswith(".sqsh")
 
     def launch(self, spec, image_word: str) -> Launch:
-        mounts = ",".join(f"{s}:{t}" for s, t in binds_of(spec))
+        mounts = ",".join(f"{b.source}:{b.inside}" + (f":{b.options}" if b.options else "") for b in binds_of(spec))
         pythonpath = python_path(spec)
         options = (f" \\\n  --container-image={image_word} --container-workdir=\"$PWD\""
                    f" --container-mounts=\"$PWD:$PWD,{LOG_DIR[1:-1]}:{LOG_DIR[1:-1]}\""
-                   f"{',' + shlex.quote(mounts) if mounts else ''}"
+                   f"{',' + word(mounts) if mounts else ''}"
                    + (" --container-env=PYTHONPATH" if pythonpath else "") + self.quoted_flags(spec.container))
-        prepare = (f"export PYTHONPATH={shlex.quote(pythonpath)}  # for the container: pyxis passes the job's"
+        prepare = (f"export PYTHONPATH={word(pythonpath)}  # for the container: pyxis passes the job's"
                    " environment",) if pythonpath else ()
         return Launch(srun_options=options, prepare=prepare)
