@@ -91,4 +91,4 @@ class RunDir:
         """The steps saved under checkpoints/ (Orbax names a finished step by its number)."""
         if not self.checkpoints.is_dir():
             return []
-        return sorted(int(p.name) for p in self.checkpoints.iterdir() if p.name.isdigit())
+        return sorted(int(p.name) for p in self.checkpoints.iterdir() if p.name.isascii() and p.name.isdigit())

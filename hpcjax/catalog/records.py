@@ -11,6 +11,8 @@ import re
 import tempfile
 from pathlib import Path
 
+from hpcjax.errors import UsageError
+
 HOME_ENV = "HPCJAX_HOME"  # where hpcjax keeps its job records (default ~/.hpcjax)
 
 
@@ -35,11 +37,59 @@ def remote_keys(job_id: str) -> list[str]:
     return sorted(p.stem for p in records_dir().glob(f"{job_id}@*.json"))
 
 
+# The fields a record's readers rely on, with their types (a record holds more).
+SHAPE = {"job_id": str, "backend": str, "output_dir": str, "layout": dict, "state": str, "pids": list,
+         "cluster": dict, "run_dir": str, "exit_codes": dict, "causes": list}
+LAYOUT_KEYS = ("nodes", "gpus_per_node", "gpus_per_process")
+
+
+class DamagedRecord(UsageError):
+    """A job record that hpcjax did not write as it is (edited, truncated, another version's)."""
+
+
 def load(job_id: str) -> dict | None:
+    """The record of a job (None: none, or an id claimed but not written yet); a record that
+    is not what hpcjax writes is refused, naming its file."""
+    path = _path(job_id)
     try:
-        return json.loads(_path(job_id).read_text())
-    except (OSError, ValueError):  # no record, or one being replaced: none
+        return parse(path.read_text(errors="replace"), job_id, str(path))
+    except OSError:
         return None
+
+
+def parse(text: str, job_id: str, where: str) -> dict | None:
+    """A record's text (from this machine or a cluster) as a record, or DamagedRecord."""
+    if not text.strip():
+        return None  # new_local_id claimed the id; the record follows
+    try:
+        record = json.loads(text)
+    except ValueError:
+        record = None
+    why = check(record)
+    if why:
+        raise DamagedRecord(f"the record of job {job_id} ({where}) is damaged: {why}",
+                            f"delete it (rm {where}); a SLURM job is still found without it, by its id")
+    return record
+
+
+def check(record) -> str:
+    """'' for a record of the shape hpcjax writes, else what is wrong with it."""
+    if not isinstance(record, dict):
+        return "it is not a JSON object"
+    for key, kind in SHAPE.items():
+        if key in record and record[key] is not None and not isinstance(record[key], kind):
+            return f"{key} is {type(record[key]).__name__}, not {kind.__name__}"
+    layout = record.get("layout") or {}
+    if any(not isinstance(layout.get(k, 1), int) or isinstance(layout.get(k, 1), bool) or layout.get(k, 1) < 1
+           for k in LAYOUT_KEYS):
+        return f"its layout {layout!r} is not three positive integers"
+    if not record.get("output_dir"):
+        return "it names no output_dir (where the job's logs are)"
+    if record.get("backend") == "local" and not record.get("layout"):
+        return "a local job's record without its layout"
+    if "cluster" in record and not isinstance((record["cluster"] or {}).get("destination", ""), str):
+        return "its cluster has no destination"
+    return ""
 
 
 def save(job_id: str, record: dict) -> None:

@@ -84,7 +84,7 @@ def add_container_verb(sub) -> None:
     recipe.add_argument("-o", "--output", metavar="FILE")
     recipe.set_defaults(run=cmd_recipe, takes_command=False)
     build = actions.add_parser("build", help="apptainer build IMAGE RECIPE (or singularity)")
-    build.add_argument("recipe")
+    build.add_argument("recipe", help="an Apptainer definition file (hpcjax container recipe -o jax.def)")
     build.add_argument("-o", "--output", required=True, metavar="IMAGE.sif")
     build.add_argument("--runtime", choices=BUILDERS, help="default: apptainer, else singularity")
     build.add_argument("--fakeroot", action="store_true", help="build without root (apptainer build --fakeroot)")

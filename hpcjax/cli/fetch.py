@@ -122,7 +122,7 @@ def add_fetch_verbs(sub) -> None:
 
     tunnel = sub.add_parser("tunnel", help="forward a port of a running job's first node to this machine "
                                            "(TensorBoard, a profiler, Jupyter)")
-    tunnel.add_argument("job_id")
+    tunnel.add_argument("job_id", help="the running job (its first node is reached)")
     tunnel.add_argument("port", type=int, help="the port on the job's first node")
     tunnel.add_argument("--local-port", type=int, help="the port here (default: the same)")
     add_cluster_options(tunnel, profile_file=True)

@@ -11,7 +11,7 @@ from pathlib import Path
 from hpcjax.errors import UsageError
 from hpcjax.validate import make_directory
 from hpcjax.cli.options import (add_backend_option, add_cluster_options, add_job_options, cluster_from_args,
-                                merged_options, output_file, spec_from_args, write_atomically)
+                                merged_options, output_file, spec_from_args, takes_command, write_atomically)
 
 
 def cmd_render(args: argparse.Namespace, command: list[str]) -> int:
@@ -163,7 +163,7 @@ def add_job_verbs(sub) -> None:
     add_job_options(render)
     render.add_argument("-o", "--output", help="write the script to this file instead of stdout")
     add_cluster_options(render)
-    render.set_defaults(run=cmd_render, takes_command=True)
+    takes_command(render, cmd_render)
 
     submit = sub.add_parser("submit", help="submit a job: submit [options] -- CMD...")
     add_job_options(submit)
@@ -177,16 +177,16 @@ def add_job_verbs(sub) -> None:
                         help="with --cluster: send a local directory (or file) to the cluster, once per content, "
                              "and link it into the job's working directory as NAME (default: its path below "
                              "the working directory, else its name), e.g. --upload ./data (repeatable)")
-    submit.set_defaults(run=cmd_submit, takes_command=True)
+    takes_command(submit, cmd_submit)
 
     status = sub.add_parser("status", help="state of a job (finished jobs too)")
-    status.add_argument("job_id")
-    status.add_argument("--json", action="store_true")
+    status.add_argument("job_id", help="the id submit printed (a SLURM job id, or a local job's)")
+    status.add_argument("--json", action="store_true", help="state, attempts and failure report as JSON on stdout")
     add_cluster_options(status, profile_file=True)
     status.set_defaults(run=cmd_status, takes_command=False)
 
     logs = sub.add_parser("logs", help="per-rank output of a job")
-    logs.add_argument("job_id")
+    logs.add_argument("job_id", help="the id submit printed")
     logs.add_argument("--rank", type=int, help="only this rank")
     logs.add_argument("--tail", type=int, help="only the last N lines of each rank")
     logs.add_argument("-f", "--follow", action="store_true",
@@ -195,6 +195,6 @@ def add_job_verbs(sub) -> None:
     logs.set_defaults(run=cmd_logs, takes_command=False)
 
     cancel = sub.add_parser("cancel", help="cancel a job")
-    cancel.add_argument("job_id")
+    cancel.add_argument("job_id", help="the id submit printed")
     add_cluster_options(cancel, profile_file=True)
     cancel.set_defaults(run=cmd_cancel, takes_command=False)

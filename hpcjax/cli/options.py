@@ -23,7 +23,31 @@ class Parser(argparse.ArgumentParser):
     """argparse with the house error format: `error: ...`, blank line, `hint: ...`, exit 2."""
 
     def error(self, message: str):  # type: ignore[override]
+        stray = message.partition("unrecognized arguments: ")[2].split()
+        if stray and not stray[0].startswith("-"):  # a program's words where options belong
+            raise UsageError(message, f"the job's command goes after `--`: hpcjax VERB [options] -- {' '.join(stray)}"
+                                      f"; see `{self.prog} --help`")
         raise UsageError(message, f"see `{self.prog} --help`")
+
+
+COMMAND_USAGE = " -- COMMAND [ARG ...]"
+
+
+def takes_command(parser: argparse.ArgumentParser, run) -> None:
+    """A verb that runs a command: its usage shows where the command goes (call it last)."""
+    parser.set_defaults(run=run, takes_command=True)
+    parser.usage = parser.format_usage().removeprefix("usage: ").rstrip() + COMMAND_USAGE
+
+
+class Refused(argparse.Action):
+    """An sbatch option that does not map onto one hpcjax option: refused with the ones to use."""
+
+    def __init__(self, option_strings, dest, hint: str = "", **kwargs) -> None:
+        super().__init__(option_strings, dest, nargs="?", help=argparse.SUPPRESS, **kwargs)
+        self.hint = hint
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        raise UsageError(f"{option_string} is sbatch's; hpcjax derives it from the layout", self.hint)
 
 
 def join_dashed_values(argv: list[str]) -> list[str]:
@@ -40,11 +64,22 @@ def join_dashed_values(argv: list[str]) -> list[str]:
 
 
 def add_layout_options(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group("layout")
-    group.add_argument("--nodes", type=int, help="number of nodes (N, default 1)")
+    group = parser.add_argument_group("layout", "named G<GPUs in all>N<nodes>p<processes> in output: G8N2p8 is "
+                                      "2 nodes x 4 GPUs, one process per GPU")
+    group.add_argument("--nodes", "-N", type=int, help="number of nodes (N, default 1)")
     group.add_argument("--gpus-per-node", type=int, help="GPUs on each node (G, default 1)")
     group.add_argument("--gpus-per-process", type=int,
                        help="GPUs each process owns (K): 1 = one process per GPU (the default), G = one per node")
+    layout = "hpcjax starts one process per --gpus-per-process GPUs on each of --nodes nodes"
+    for names, hint in ((("--ntasks", "-n"), f"{layout}: --ntasks 8 on 2 nodes of 4 GPUs is --nodes 2 "
+                         "--gpus-per-node 4"),
+                        (("--ntasks-per-node", "--tasks-per-node"), f"{layout}: 4 tasks per node of 4 GPUs is "
+                         "--gpus-per-node 4 (one process per GPU), 1 is --gpus-per-process 4"),
+                        (("--gpus", "-G"), "give the GPUs of each node: --gpus 8 on 2 nodes is --nodes 2 "
+                         "--gpus-per-node 4"),
+                        (("--gpus-per-task",), "write it as --gpus-per-process K"),
+                        (("--gres",), "give GPUs with --gpus-per-node G: the script asks SLURM for them")):
+        group.add_argument(*names, action=Refused, hint=hint)
 
 
 def add_job_options(parser: argparse.ArgumentParser, job_name: str = "hpcjax", time: str = "01:00:00") -> None:
@@ -57,20 +92,22 @@ def add_job_options(parser: argparse.ArgumentParser, job_name: str = "hpcjax", t
     site.add_argument("--profile-file", metavar="FILE", help="the profiles file (default: $HPCJAX_PROFILES, "
                       "else ~/.config/hpcjax/profiles.toml)")
     job = parser.add_argument_group("job (named after sbatch's options)")
-    job.add_argument("--time", help=f"walltime, as sbatch takes it (default {time})")
-    job.add_argument("--job-name", help=f"default {job_name}")
-    job.add_argument("--partition")
-    job.add_argument("--account")
-    job.add_argument("--qos")
-    job.add_argument("--constraint", help="node features, e.g. a100")
-    job.add_argument("--cpus-per-task", type=int)
+    job.add_argument("--time", "-t", help=f"walltime, as sbatch takes it; 0 or UNLIMITED for the partition's "
+                                           f"limit (default {time})")
+    job.add_argument("--job-name", "-J", help=f"default {job_name}")
+    job.add_argument("--partition", "-p", help="the SLURM partition (default: the cluster's)")
+    job.add_argument("--account", "-A", help="the account charged (default: yours)")
+    job.add_argument("--qos", "-q", help="quality of service")
+    job.add_argument("--constraint", "-C", help="node features, e.g. a100")
+    job.add_argument("--cpus-per-task", "-c", type=int, help="CPUs of each process")
     job.add_argument("--mem", help="memory per node, e.g. 64G")
     job.add_argument("--exclusive", action="store_true", default=None)
     job.add_argument("--output-dir", help=f"directory of the per-rank logs (default: {DEFAULT_OUTPUT_DIR})")
     job.add_argument("--module", action="append", dest="modules", metavar="NAME",
                      help="`module load NAME` before launching (repeatable; adds to the profile's)")
     job.add_argument("--env", action="append", metavar="KEY=VALUE",
-                     help="export KEY=VALUE to every rank (repeatable)")
+                     help="export KEY=VALUE to every rank (repeatable); $NAME in VALUE is the job's variable, "
+                          "e.g. --env 'PATH=/opt/bin:$PATH'")
     job.add_argument("--requeue", type=int, metavar="N",
                      help="after stopping on SLURM's warning (time limit, preemption) and saving, the job "
                           "requeues itself, at most N times (default 0)")
@@ -94,8 +131,9 @@ def add_job_options(parser: argparse.ArgumentParser, job_name: str = "hpcjax", t
                           "(SLURM_*, JAX_*, XLA_*, NCCL_*, CUDA_VISIBLE_DEVICES, HPCJAX_*, your --env)")
     box.add_argument("--no-bind-hpcjax", dest="bind_hpcjax", action="store_false", default=None,
                      help="the image ships hpcjax: do not bind this hpcjax's rank side into it")
-    box.add_argument("--bind", action="append", dest="binds", metavar="SRC[:DST]",
-                     help="bind mount into the container (repeatable)")
+    box.add_argument("--bind", action="append", dest="binds", metavar="SRC[:DST[:ro]]",
+                     help="bind mount into the container (repeatable); $NAME is the job's variable, e.g. "
+                          "--bind '$SCRATCH/data:/data:ro'")
     box.add_argument("--container-flag", action="append", dest="container_flags", metavar="FLAG",
                      help="extra argument to the runtime (`<runtime> exec`, ch-run, or srun for pyxis), e.g. "
                           "--container-flag=--writable-tmpfs (repeatable)")
@@ -103,7 +141,7 @@ def add_job_options(parser: argparse.ArgumentParser, job_name: str = "hpcjax", t
 
 def add_backend_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--backend", default="auto",
-                        help="slurm, local (this machine's CPU), or auto: slurm when sbatch exists")
+                        help="slurm, local (this machine's CPU), or auto: slurm when sbatch exists (default auto)")
 
 
 def command_line_options(args: argparse.Namespace) -> dict:

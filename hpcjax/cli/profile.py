@@ -38,8 +38,8 @@ def cmd_profile(args: argparse.Namespace, command: list[str]) -> int:
 def add_profile_verb(sub) -> None:
     profile = sub.add_parser("profile", help="site profiles: profile list | profile show NAME")
     profile.add_argument("action", choices=("list", "show"))
-    profile.add_argument("name", nargs="?")
+    profile.add_argument("name", nargs="?", help="the profile to show (default: list them all)")
     profile.add_argument("--profile-file", metavar="FILE", help="default: $HPCJAX_PROFILES, else "
                          "~/.config/hpcjax/profiles.toml")
-    profile.add_argument("--json", action="store_true")
+    profile.add_argument("--json", action="store_true", help="the profile(s) as JSON on stdout")
     profile.set_defaults(run=cmd_profile, takes_command=False)

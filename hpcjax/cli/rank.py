@@ -71,7 +71,7 @@ def cmd_check(args: argparse.Namespace, command: list[str]) -> int:
 
 def add_rank_verbs(sub) -> None:
     env = sub.add_parser("env", help="what the runtime derives here, and why (initializes nothing)")
-    env.add_argument("--json", action="store_true")
+    env.add_argument("--json", action="store_true", help="the mapping as JSON on stdout")
     env.set_defaults(run=cmd_env, takes_command=False)
 
     check = sub.add_parser("check", help="run on every rank of a job step: prove the layout works")

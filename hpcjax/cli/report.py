@@ -13,10 +13,13 @@ from hpcjax.rundir import RunDir
 def cmd_report(args: argparse.Namespace, command: list[str]) -> int:
     from hpcjax.report.page import render
 
+    from hpcjax.cli.options import output_file
+
+    chosen = output_file(args.output) if args.output is not None else None
     run_dir = Path(args.run_dir)
     if args.cluster or not run_dir.is_dir():
         run_dir = _fetched(args) or run_dir
-    output, record = render(run_dir, Path(args.output) if args.output else RunDir(run_dir).report_page)
+    output, record = render(run_dir, chosen or RunDir(run_dir).report_page)
     for problem in record.problems:
         print(f"note: {problem}", file=sys.stderr)
     print(f"report of {len(record.steps)} step(s), {len(record.restarts)} restart(s): "

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from hpcjax.cli.jobs import shipping_of
 from hpcjax.cli.options import (add_backend_option, add_cluster_options, add_job_options, cluster_from_args,
-                                merged_options, parse_sizes, spec_from_args)
+                                merged_options, parse_sizes, spec_from_args, takes_command)
 from hpcjax.errors import UsageError
 
 PLOT_FORMATS = (".png", ".svg", ".pdf")
@@ -75,4 +75,4 @@ def add_smoke_verb(sub) -> None:
     add_backend_option(smoke)
     add_cluster_options(smoke)
     smoke.add_argument("--json", action="store_true", help="the verdict as JSON on stdout")
-    smoke.set_defaults(run=cmd_smoke, takes_command=True)
+    takes_command(smoke, cmd_smoke)

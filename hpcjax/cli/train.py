@@ -9,44 +9,48 @@ import json
 from dataclasses import fields
 
 from hpcjax.contract import DEFAULT_RUN_DIR
+from hpcjax.train.config import STRATEGIES
 
 
 def add_train_verb(sub) -> None:
-    train = sub.add_parser("train", help="train the example transformer (every rank runs this)")
+    train = sub.add_parser("train", help="train the example transformer (every rank runs this)",
+                           formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     g = train.add_argument_group("parallelism")
-    g.add_argument("--strategy", default="fsdp", help="dp, fsdp, tp, fsdp_tp, hsdp (FSDP within each node, data parallel across nodes), "
-                        "pp (a pipeline stage per device) or dp_pp (--stages stages x data parallel); default fsdp")
-    g.add_argument("--tensor-size", type=int, help="fsdp_tp: devices on the tensor axis (default 2)")
-    g.add_argument("--stages", type=int, help="pp/dp_pp: pipeline stages (pp: every device; dp_pp: default 2)")
-    g.add_argument("--microbatches", type=int, default=4, help="pp/dp_pp: micro-batches per step (default 4)")
+    g.add_argument("--strategy", default="fsdp", choices=STRATEGIES,
+                   help="dp (data parallel), fsdp (parameters sharded over every device), tp (tensor parallel), "
+                        "fsdp_tp (FSDP x --tensor-size), hsdp (FSDP within each node, data parallel across nodes), "
+                        "pp (a pipeline stage per device) or dp_pp (--stages stages x data parallel)")
+    g.add_argument("--tensor-size", type=int, help="fsdp_tp: devices on the tensor axis (not given: 2)")
+    g.add_argument("--stages", type=int, help="pp/dp_pp: pipeline stages (not given: pp every device, dp_pp 2)")
+    g.add_argument("--microbatches", type=int, default=4, help="pp/dp_pp: micro-batches per step")
     g = train.add_argument_group("optimization")
-    g.add_argument("--steps", type=int, default=200)
+    g.add_argument("--steps", type=int, default=200, help="optimizer steps in all (a resumed run counts on)")
     g.add_argument("--batch-size", type=int, default=32, help="sequences per step, all processes together")
     g.add_argument("--accum-steps", type=int, default=1, help="micro-batches per step")
-    g.add_argument("--learning-rate", type=float, default=3e-3)
-    g.add_argument("--warmup-steps", type=int, default=20)
-    g.add_argument("--weight-decay", type=float, default=0.1)
-    g.add_argument("--clip-norm", type=float, default=1.0)
+    g.add_argument("--learning-rate", type=float, default=3e-3, help="peak learning rate (AdamW, cosine decay)")
+    g.add_argument("--warmup-steps", type=int, default=20, help="linear warm-up to the peak")
+    g.add_argument("--weight-decay", type=float, default=0.1, help="AdamW's decoupled weight decay")
+    g.add_argument("--clip-norm", type=float, default=1.0, help="gradients clipped to this global norm")
     g.add_argument("--bf16", action="store_true", help="bfloat16 compute, float32 master weights")
-    g.add_argument("--seed", type=int, default=0)
+    g.add_argument("--seed", type=int, default=0, help="parameters and data order")
     g = train.add_argument_group("model")
-    g.add_argument("--seq-len", type=int, default=128)
-    g.add_argument("--d-model", type=int, default=128)
-    g.add_argument("--heads", type=int, default=8)
-    g.add_argument("--layers", type=int, default=2)
-    g.add_argument("--d-ff", type=int, default=512)
+    g.add_argument("--seq-len", type=int, default=128, help="tokens (bytes) per sequence")
+    g.add_argument("--d-model", type=int, default=128, help="width of the residual stream")
+    g.add_argument("--heads", type=int, default=8, help="attention heads (divide --d-model)")
+    g.add_argument("--layers", type=int, default=2, help="transformer blocks")
+    g.add_argument("--d-ff", type=int, default=512, help="width of the MLP")
     g = train.add_argument_group("run")
     g.add_argument("--run-dir", default=DEFAULT_RUN_DIR, help="checkpoints and metrics.jsonl (shared storage)")
     g.add_argument("--checkpoint-every", type=int, default=50, help="steps between checkpoints (0: never)")
-    g.add_argument("--eval-batches", type=int, default=4)
-    g.add_argument("--log-every", type=int, default=10)
+    g.add_argument("--eval-batches", type=int, default=4, help="held-out batches for the validation loss at the end")
+    g.add_argument("--log-every", type=int, default=10, help="steps between progress lines")
     g.add_argument("--pace-every", type=int, default=100,
                    help="steps between the short traces that name a slow rank (0: never; multi-process runs)")
-    g.add_argument("--corpus-bytes", type=int, default=4 << 20)
-    g.add_argument("--peak-tflops", type=float, default=312.0, help="per device, for MFU (default A100 bf16)")
+    g.add_argument("--corpus-bytes", type=int, default=4 << 20, help="bytes of the standard library's source to train on")
+    g.add_argument("--peak-tflops", type=float, default=312.0, help="per device, for MFU (312: an A100 in bf16)")
     g.add_argument("--stop-after", type=int, help="stop after this many steps, as if preempted")
     g.add_argument("--compile-cache", default="auto",
-                   help="JAX's persistent compilation cache: auto (the default: $HPCJAX_COMPILE_CACHE when the job "
+                   help="JAX's persistent compilation cache: auto ($HPCJAX_COMPILE_CACHE when the job "
                         "sets it, else <run-dir>/compile-cache), off, or a directory on shared storage")
     g = train.add_argument_group("profiling")
     g.add_argument("--profile-steps", metavar="A:B", help="a profiler trace of steps A..B into <run-dir>/profile")

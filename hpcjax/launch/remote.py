@@ -16,6 +16,7 @@ import time
 from pathlib import Path, PurePosixPath
 
 from hpcjax import __version__
+from hpcjax.catalog import records
 from hpcjax.containers import binds
 from hpcjax.errors import HpcjaxError, SlurmNotFound, SubmitError, UsageError
 from hpcjax.hosts import ship
@@ -204,10 +205,5 @@ def save_record(cluster: Cluster, job_id: str, record: dict) -> None:
 
 
 def load_record(cluster: Cluster, job_id: str) -> dict | None:
-    import json
-
-    text = cluster.host().files.read_text(f"{cluster.home()}/{RECORDS}/{job_id}.json")
-    try:
-        return json.loads(text) if text else None
-    except ValueError:
-        return None
+    path = f"{cluster.home()}/{RECORDS}/{job_id}.json"
+    return records.parse(cluster.host().files.read_text(path) or "", job_id, f"{cluster.name}:{path}")

@@ -36,22 +36,27 @@ class RunRecord:
 
 
 def read_run(run_dir: Path) -> RunRecord:
+    """What a run directory says, read line by line: a line of a shape hpcjax does not write
+    (a half-written line, a list, a step without its numbers) is skipped and named in problems."""
     if not run_dir.is_dir():
         raise UsageError(f"run directory {str(run_dir)!r} does not exist",
                          "give the --run-dir of a training run (it holds metrics.jsonl)")
     record = RunRecord()
     run = rundir.RunDir(run_dir)
     path = run.metrics
-    lines = path.read_text(errors="replace").splitlines() if path.is_file() else []
-    if not lines:
+    try:
+        lines = path.read_text(errors="replace").splitlines() if path.is_file() else []
+    except OSError as err:
+        lines = []
+        record.problems.append(f"cannot read {path}: {err.strerror}")
+    if not lines and not record.problems:
         record.problems.append(f"no metrics in {path}: the run has not written a step yet")
     by_step: dict[int, dict] = {}
     last = -1
     for number, line in enumerate(lines, 1):
-        try:
-            entry = json.loads(line)
-        except ValueError:
-            record.problems.append(f"line {number} of {path.name} is cut short (a killed run?); skipped")
+        entry, why = _entry(line)
+        if why:
+            record.problems.append(f"line {number} of {path.name} {why}; skipped")
             continue
         kind = rundir.kind_of(entry)
         if kind == rundir.START:
@@ -62,17 +67,50 @@ def read_run(run_dir: Path) -> RunRecord:
                 record.restarts.append(entry["step"])  # older runs: found by a step that comes again
             by_step[entry["step"]] = entry  # a step redone after a restart: the later line counts
             last = entry["step"]
-        elif kind == rundir.END and entry.get("val_loss") is not None:
+        elif kind == rundir.END and _number(entry.get("val_loss")):
             record.evals.append(entry)
         elif kind == rundir.PACE:
             record.pace.append(entry)
     record.steps = [by_step[s] for s in sorted(by_step)]
     record.checkpoints = run.checkpoint_steps()
     try:
-        record.config = json.loads(run.config.read_text())
+        config = json.loads(run.config.read_text(errors="replace"))
     except (OSError, ValueError):
         record.problems.append(f"no {rundir.CONFIG}: the configuration is unknown (written by runs since this version)")
+    else:
+        if isinstance(config, dict):
+            record.config = config
+        else:
+            record.problems.append(f"{rundir.CONFIG} is not a JSON object; the configuration is not shown")
     return record
+
+
+def _number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and value == value
+
+
+def _entry(line: str) -> tuple[dict, str]:
+    """(the line's object, '') or ({}, why it is skipped): each kind with the fields the page uses."""
+    try:
+        entry = json.loads(line)
+    except ValueError:
+        return {}, "is cut short (a killed run?) or not JSON"
+    if not isinstance(entry, dict):
+        return {}, f"is a JSON {type(entry).__name__}, not an object"
+    if not (isinstance(entry.get("step"), int) and not isinstance(entry["step"], bool) and entry["step"] >= 0):
+        return {}, "has no step number"
+    kind = rundir.kind_of(entry)
+    if kind == rundir.STEP:
+        bad = [f for f in rundir.STEP_FIELDS if not _number(entry.get(f))]
+        return ({}, f"is a step without a number for {', '.join(bad)}") if bad else (entry, "")
+    if kind == rundir.PACE:
+        pace = entry["pace"]
+        shares = [pace.get("collective_s"), pace.get("traced_s")]
+        ok = all(isinstance(v, list) and all(_number(x) for x in v) for v in shares) and \
+            len(shares[0]) == len(shares[1]) and _number(pace.get("steps")) and pace["steps"] > 0 and \
+            isinstance(pace.get("slow", ""), (str, type(None)))
+        return (entry, "") if ok else ({}, "is a pace capture without its per-rank times")
+    return entry, ""
 
 
 def _figure(plot: str, record: RunRecord):
@@ -159,16 +197,21 @@ def _ranks_figure(plt, record: RunRecord):
 def render(run_dir: Path, output: Path) -> tuple[Path, RunRecord]:
     """Write output (the HTML page) and its PNGs beside it; return the page's path."""
     record = read_run(run_dir)
-    output.parent.mkdir(parents=True, exist_ok=True)
-    images = {}
+    pngs = {}  # drawn in memory first: nothing is written unless all of it can be
     if record.steps:
         for plot in PLOTS + (("ranks",) if record.pace else ()):
-            figure = _figure(plot, record)
             buffer = io.BytesIO()
-            figure.savefig(buffer, format="png")
-            (output.parent / f"{output.stem}-{plot}.png").write_bytes(buffer.getvalue())
-            images[plot] = base64.b64encode(buffer.getvalue()).decode()
-    output.write_text(page(run_dir, record, images))
+            _figure(plot, record).savefig(buffer, format="png")
+            pngs[plot] = buffer.getvalue()
+    text = page(run_dir, record, {plot: base64.b64encode(data).decode() for plot, data in pngs.items()})
+    try:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        for plot, data in pngs.items():
+            (output.parent / f"{output.stem}-{plot}.png").write_bytes(data)
+        output.write_text(text)
+    except OSError as err:
+        raise UsageError(f"cannot write the report {str(output)!r}: {err.strerror}",
+                         "give -o a file in a directory you can write") from None
     return output, record
 
 
