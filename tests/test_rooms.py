@@ -28,14 +28,14 @@ ALLOWED = {
     "containers": {"hpccm", "packaging"} | SHARED | {"hpcjax.containers"},  # hpccm, packaging: recipes only
     "hosts": SHARED | {"hpcjax.hosts"},
     "catalog": SHARED | {"hpcjax.catalog"},
-    "report": {"matplotlib"} | SHARED | {"hpcjax.report"},
+    "pages": {"matplotlib"} | SHARED | {"hpcjax.pages"},
     # The Python API: its caller side builds on launch (and, from a laptop, on the hosts that
     # ship the call and read its results), its worker on rank; never train.
     "api": {"submitit", "cloudpickle", "numpy"} | SHARED | {"hpcjax.api", "hpcjax.launch", "hpcjax.rank",
                                                              "hpcjax.hosts", "hpcjax.containers.binds"},
     "shared": set(),  # errors, contract, validate, rundir: the standard library only (and each other)
 }
-ROOMS = ("rank", "train", "launch", "containers", "hosts", "catalog", "report", "api")
+ROOMS = ("rank", "train", "launch", "containers", "hosts", "catalog", "pages", "api")
 
 
 def imports_of(path: Path) -> set[str]:
@@ -135,3 +135,13 @@ def test_the_rank_side_runs_with_only_jax_and_numpy(bare_jax_venv, tmp_path):
                                 env=env, cwd=tmp_path, timeout=300)
         assert result.returncode == 0, result.stderr
     assert "devices: ok: local devices [2]" in result.stdout and "allreduce: ok" in result.stdout
+
+
+def test_no_name_hpcjax_exports_is_also_a_room():
+    """Importing a subpackage sets it as an attribute of hpcjax: a room named like an exported
+    function (a `report` room beside `hpcjax.report()`) would replace that function in any
+    process that imported the room."""
+    import hpcjax
+
+    rooms = {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").is_file()}
+    assert not rooms & set(hpcjax._LAZY), rooms & set(hpcjax._LAZY)

@@ -81,11 +81,11 @@ def add_container_verb(sub) -> None:
                         help="apptainer (a definition file) or docker (a Dockerfile, for pyxis/enroot)")
     recipe.add_argument("--no-hpcjax", dest="with_hpcjax", action="store_false",
                         help=f"leave hpcjax out (it is bound in at launch); {from_here}")
-    recipe.add_argument("-o", "--output", metavar="FILE")
+    recipe.add_argument("-o", "--output", metavar="FILE", help="write the recipe to FILE instead of stdout")
     recipe.set_defaults(run=cmd_recipe, takes_command=False)
     build = actions.add_parser("build", help="apptainer build IMAGE RECIPE (or singularity)")
     build.add_argument("recipe", help="an Apptainer definition file (hpcjax container recipe -o jax.def)")
-    build.add_argument("-o", "--output", required=True, metavar="IMAGE.sif")
+    build.add_argument("-o", "--output", required=True, metavar="IMAGE.sif", help="the image file to build")
     build.add_argument("--runtime", choices=BUILDERS, help="default: apptainer, else singularity")
     build.add_argument("--fakeroot", action="store_true", help="build without root (apptainer build --fakeroot)")
     build.set_defaults(run=cmd_build, takes_command=False)

@@ -28,9 +28,15 @@ def cmd_render(args: argparse.Namespace, command: list[str]) -> int:
     if args.output is None:
         sys.stdout.write(text)
         return 0
-    if cluster is None:  # sbatch needs the log directory to exist: made first, so nothing is half done
+    made = cluster is None and not Path(spec.output_dir).exists()
+    if cluster is None:  # sbatch needs the log directory to exist
         make_directory(spec.output_dir, "--output-dir")
-    write_atomically(output, text)
+    try:
+        write_atomically(output, text)
+    except UsageError:
+        if made:  # nothing half done: the log directory goes with the script that was not written
+            Path(spec.output_dir).rmdir()
+        raise
     if cluster is not None:
         print(f"wrote {args.output} ({spec.layout.name}) with {cluster.name}'s paths; `hpcjax submit "
               f"--cluster {cluster.destination}` ships hpcjax and the code it expects there", file=sys.stderr)

@@ -101,7 +101,7 @@ def add_job_options(parser: argparse.ArgumentParser, job_name: str = "hpcjax", t
     job.add_argument("--constraint", "-C", help="node features, e.g. a100")
     job.add_argument("--cpus-per-task", "-c", type=int, help="CPUs of each process")
     job.add_argument("--mem", help="memory per node, e.g. 64G")
-    job.add_argument("--exclusive", action="store_true", default=None)
+    job.add_argument("--exclusive", action="store_true", default=None, help="whole nodes, shared with no other job")
     job.add_argument("--output-dir", help=f"directory of the per-rank logs (default: {DEFAULT_OUTPUT_DIR})")
     job.add_argument("--module", action="append", dest="modules", metavar="NAME",
                      help="`module load NAME` before launching (repeatable; adds to the profile's)")
@@ -193,9 +193,11 @@ def as_given(err: SpecError, args: argparse.Namespace) -> SpecError:
     for key in [k for k in err.fields if k in profiles.OPTIONS]:
         if given.get(key) is not None:
             message = re.sub(rf"\b{key}\b(=?)", lambda m: flag_of(key) + (" " if m[1] else ""), message)
-        elif getattr(args, "profile", None):
+        elif getattr(args, "profile", None) and key in profiles.resolve(args.profile, args.profile_file)[0]:
             path = profiles.load(args.profile_file)[0]
             message += f" (set by {path}, profile {args.profile!r}, key {key})"
+        else:  # not given anywhere: the default, named as the flag that changes it
+            message = re.sub(rf"\b{key}=(\S+)", lambda m: f"{flag_of(key)} {m[1]} (the default)", message)
     return SpecError(message, err.hint, field=err.fields)
 
 

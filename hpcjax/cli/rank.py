@@ -75,7 +75,8 @@ def add_rank_verbs(sub) -> None:
     env.set_defaults(run=cmd_env, takes_command=False)
 
     check = sub.add_parser("check", help="run on every rank of a job step: prove the layout works")
-    check.add_argument("which", choices=["devices", "allreduce", "bandwidth", "all"])
+    check.add_argument("which", choices=["devices", "allreduce", "bandwidth", "all"],
+                       help="devices (counts), allreduce (a sum over every device), bandwidth, or all")
     check.add_argument("--json", action="store_true", help="one JSON line per check on stdout")
     check.add_argument("--bandwidth", action="store_true", help="with `all`: add the bandwidth sweep")
     check.add_argument("--sizes", help="bandwidth message sizes per device: MIN:MAX in powers of 4 "

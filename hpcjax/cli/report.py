@@ -11,7 +11,7 @@ from hpcjax.rundir import RunDir
 
 
 def cmd_report(args: argparse.Namespace, command: list[str]) -> int:
-    from hpcjax.report.page import render
+    from hpcjax.pages.page import render
 
     from hpcjax.cli.options import output_file
 

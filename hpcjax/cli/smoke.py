@@ -58,7 +58,7 @@ def cmd_smoke(args: argparse.Namespace, command: list[str]) -> int:
         print(smoke.format_table(rows, args.bandwidth))
         print(smoke.format_pairs(pairs), end="")
     if args.plot and "bandwidth" in reports.get(0, {}):
-        from hpcjax.report.bandwidth import bandwidth_plot
+        from hpcjax.pages.bandwidth import bandwidth_plot
 
         print(f"bandwidth plot: {bandwidth_plot(reports[0]['bandwidth'], Path(args.plot)).resolve()}",
               file=sys.stderr)

@@ -49,13 +49,12 @@ def check_sbatch_line(line: object) -> str:
     line = _one_line("#SBATCH line", line).strip()
     if line.startswith("#SBATCH"):
         line = line[len("#SBATCH"):].strip()
-    match = OPTION.fullmatch(line)
-    if match is None or (match[1] == "--" and len(match[2]) < 2):
+    short = re.fullmatch(r"-([A-Za-z])(.*)", line)  # -L scratch, or -Lscratch: the value attached
+    match = None if short else OPTION.fullmatch(line)
+    if short is None and (match is None or match[1] != "--" or len(match[2]) < 2):
         raise SpecError(f"#SBATCH line {line!r} is not one sbatch option",
                         "write it as sbatch takes it: --licenses=scratch, --reservation=big, -L scratch")
-    dashes, name, value = match[1], match[2], match[3]
-    if dashes == "-" and len(name) > 1:  # -Lscratch: a short option with its value attached
-        name, value = name[0], name[1:] + (f" {value}" if value is not None else "")
+    name, value = (short[1], short[2].strip() or None) if short else (match[2], match[3])
     if value is not None and (not value.strip() or any(c.isspace() for c in value.strip())):
         raise SpecError(f"#SBATCH line {line!r}: the value {value.strip()!r} is empty or holds a space, where "
                         "sbatch splits an option", "give one option with one value: --licenses=scratch:2,fs")

@@ -115,3 +115,29 @@ def test_a_remote_function_runs_in_a_stock_image_with_its_data_bound(charlieclou
     remote = hpcjax.remote(nodes=2, gpus_per_node=1, runtime="charliecloud", image=charliecloud_image,
                            backend="slurm", storage_path=str(shared_storage / "calls"))(in_the_container)
     assert remote(hpcjax.Data(data)) == (True, 2, ["a.txt"])
+
+
+def test_variables_in_binds_and_env_expand_on_the_compute_node(charliecloud_image, shared_storage, slurm_cluster,
+                                                              hpcjax_home):
+    """`--bind '$SLURM_SUBMIT_DIR/data set:/data'` (a variable SLURM sets only inside the job) and
+    `--env 'PATH=$SLURM_SUBMIT_DIR/bin:$PATH'` in a real Charliecloud job: the bind reaches /data,
+    the program is found on the extended PATH, the node's own PATH follows it; a literal
+    `$(...)` in another value stays literal."""
+    (shared_storage / "data set").mkdir()
+    (shared_storage / "data set" / "a.txt").write_text("x")
+    (shared_storage / "bin").mkdir()
+    hello = shared_storage / "bin" / "hpcjax-hello"
+    hello.write_text('#!/bin/sh\necho "data: $(ls /data)"\necho "path: $PATH"\necho "literal: $LITERAL"\n')
+    hello.chmod(0o755)
+    env = {"SLURM_SUBMIT_DIR": ""}  # not this process's: only the job's
+    result = run_hpcjax("submit", "--nodes", "1", "--gpus-per-node", "1", "--runtime", "charliecloud",
+                        "--image", charliecloud_image, "--bind", "$SLURM_SUBMIT_DIR/data set:/data",
+                        "--env", "PATH=$SLURM_SUBMIT_DIR/bin:$PATH", "--env", "LITERAL=$(touch pwned)",
+                        "--wait", "--", "hpcjax-hello", cwd=shared_storage, env={**ch_env(), **env}, timeout=300)
+    assert result.returncode == 0, result.stderr
+    [log] = (shared_storage / "hpcjax-logs").glob("*-rank0.log")
+    text = log.read_text()
+    assert "data: a.txt" in text, text
+    path = next(line for line in text.splitlines() if line.startswith("path: "))
+    assert path.startswith(f"path: {shared_storage}/bin:") and "/usr/bin" in path, path
+    assert "literal: $(touch pwned)" in text and not (shared_storage / "pwned").exists()

@@ -45,7 +45,9 @@ def read_run(run_dir: Path) -> RunRecord:
     run = rundir.RunDir(run_dir)
     path = run.metrics
     try:
-        lines = path.read_text(errors="replace").splitlines() if path.is_file() else []
+        # JSON lines end at \n only (splitlines would also cut at \x85 or \u2028 inside a string)
+        lines = path.read_bytes().decode(errors="replace").removesuffix("\n").split("\n") if path.is_file() else []
+        lines = [] if lines == [""] else lines
     except OSError as err:
         lines = []
         record.problems.append(f"cannot read {path}: {err.strerror}")
