@@ -27,6 +27,8 @@ TENSORBOARD = "tensorboard"
 REPORTS = "reports.jsonl"
 LATEST_CHECKPOINT = "checkpoint.json"
 REPORT_PAGE = "report.html"
+# A run directory holds at least one of these (what `hpcjax fetch` checks before copying one).
+MARKS = (METRICS, CONFIG, CHECKPOINTS, REPORTS, LATEST_CHECKPOINT)
 
 # metrics.jsonl's kinds of line, told apart by their fields:
 #   a step       {"step", "loss", "grad_norm", "learning_rate", "step_time_s", "tokens_per_s", "mfu"}

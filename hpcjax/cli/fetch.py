@@ -55,13 +55,21 @@ def fetch_target(args: argparse.Namespace, target: Path | None, checkpoints: str
     from hpcjax.hosts.cluster import Cluster
 
     cluster = cluster or Cluster()
-    source = args.target
+    source = args.target.rstrip("/")
+    if not source:
+        raise UsageError(f"{args.target!r} names no run directory", "give a job id, or the run directory's path "
+                         "(relative paths are under remote_dir on a cluster)")
     if cluster.remote and not source.startswith("/"):
         source = f"{cluster.home()}/{source}"  # relative to the remote directory
     host = cluster.host()
     if not host.files.is_dir(source):
         raise UsageError(f"{source} is not a directory on {cluster.name}",
                          "give a job id, or the run directory's path there (relative paths are under remote_dir)")
+    from hpcjax.rundir import MARKS
+
+    if not set(host.files.list_names(source)) & set(MARKS):  # never a home directory or / copied by a slip
+        raise UsageError(f"{source} on {cluster.name} is not a run directory: it holds none of {', '.join(MARKS)}",
+                         "give the --run-dir of a training run, or a job id")
     landed = target or Path(PurePosixPath(source).name)
     files, size = fetch_run_dir(host, source, landed, checkpoints)
     return landed, f"{files} file(s) of {source}, {size / 1e6:.1f} MB, into {landed}"

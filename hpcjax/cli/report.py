@@ -7,6 +7,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from hpcjax.errors import UsageError
 from hpcjax.rundir import RunDir
 
 
@@ -15,6 +16,8 @@ def cmd_report(args: argparse.Namespace, command: list[str]) -> int:
 
     from hpcjax.cli.options import output_file
 
+    if not args.run_dir.strip():
+        raise UsageError("the run directory is an empty string", "give the --run-dir of a training run, or a job id")
     chosen = output_file(args.output) if args.output is not None else None
     run_dir = Path(args.run_dir)
     if args.cluster or not run_dir.is_dir():

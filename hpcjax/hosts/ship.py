@@ -54,6 +54,9 @@ def fetch(host, source: str, target: Path, *, excludes: tuple[str, ...] = (), fi
           ) -> tuple[int, int]:
     """A directory of the host (or some of its files) into a local one: rsync keeps partial
     files (--partial), so an interrupted fetch resumes. (files received, bytes received)."""
+    if not source.strip("/"):  # rsync of "/" would copy the whole machine
+        raise UsageError(f"refusing to fetch {source!r} from {host.name}: not a directory of a job",
+                         "give the run directory's path")
     target.mkdir(parents=True, exist_ok=True)
     where = f"{host.destination}:{source}/" if host.remote else f"{source}/"
     listing = ["--from0", "--files-from=-"] if files is not None else []

@@ -41,6 +41,10 @@ def read_run(run_dir: Path) -> RunRecord:
     if not run_dir.is_dir():
         raise UsageError(f"run directory {str(run_dir)!r} does not exist",
                          "give the --run-dir of a training run (it holds metrics.jsonl)")
+    held = {p.name for p in run_dir.iterdir()}
+    if held and not held & set(rundir.MARKS):  # empty: a run about to write its first step
+        raise UsageError(f"{str(run_dir)!r} is not a run directory: it holds none of {', '.join(rundir.MARKS)}",
+                         "give the --run-dir of a training run; the page is written into it")
     record = RunRecord()
     run = rundir.RunDir(run_dir)
     path = run.metrics

@@ -320,3 +320,13 @@ def test_sbatch_short_options_that_map_are_accepted(empty):
 def test_sbatch_options_that_do_not_map_name_the_hpcjax_ones(empty, argv, words):
     err = refused(empty, ["submit", *argv, "--", "true"], words)
     assert "is sbatch's; hpcjax derives it from the layout" in err
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["fetch", ""], "'' names no run directory"), (["fetch", "/"], "'/' names no run directory"),
+    (["fetch", "/etc"], "/etc on this machine is not a run directory"),
+    (["report", ""], "the run directory is an empty string"), (["report", "/etc"], "'/etc' is not a run directory"),
+])
+def test_fetch_and_report_never_take_a_directory_that_is_not_a_run(empty, argv, words):
+    """`hpcjax fetch ''` once copied the whole machine (rsync of "/") into the working directory."""
+    refused(empty, argv, words)
