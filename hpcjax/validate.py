@@ -47,12 +47,15 @@ def require_text(name: str, value: object, *, spaces: bool = True, error=UsageEr
 def read_text(path, what: str, error=UsageError) -> str:
     """A file the user named, as text: one that cannot be read or is not UTF-8 is refused."""
     try:
-        return open(path, encoding="utf-8").read()
+        with open(path, encoding="utf-8") as handle:
+            return handle.read()
     except UnicodeDecodeError as err:
-        raise error(f"{what} {str(path)!r} is not UTF-8 text (byte {err.start}: {err.object[err.start:err.start + 1]!r})",
+        bad = err.object[err.start:err.start + 1]
+        raise error(f"{what} {str(path)!r} is not UTF-8 text (byte {err.start}: {bad!r})",
                     "save it as UTF-8 text") from None
     except OSError as err:
-        raise error(f"cannot read {what} {str(path)!r}: {err.strerror}", f"give the path of a readable {what}") from None
+        raise error(f"cannot read {what} {str(path)!r}: {err.strerror}",
+                    f"give the path of a readable {what}") from None
 
 
 def make_directory(text: str, flag: str, error=UsageError) -> None:

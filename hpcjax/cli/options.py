@@ -184,6 +184,16 @@ def flag_of(key: str) -> str:
     return FLAGS.get(key, "--" + key.replace("_", "-"))
 
 
+def flagged(message: str, names) -> str:
+    """message with Python field names written as the flags a user types: `d_model=96` as
+    `--d-model 96`; a bare name only when it has an underscore (never an English word)."""
+    for name in names:
+        message = re.sub(rf"\b{name}=", flag_of(name) + " ", message)
+        if "_" in name:
+            message = re.sub(rf"(?<![-\w]){name}\b", flag_of(name), message)
+    return message
+
+
 def as_given(err: SpecError, args: argparse.Namespace) -> SpecError:
     """err with its fields named as the user gave them: `gpus_per_process=3` becomes
     `--gpus-per-process 3` when the command line said it, else the profile that did is named."""
@@ -192,7 +202,8 @@ def as_given(err: SpecError, args: argparse.Namespace) -> SpecError:
     message, given = err.message, command_line_options(args)
     for key in [k for k in err.fields if k in profiles.OPTIONS]:
         if given.get(key) is not None:
-            message = re.sub(rf"\b{key}\b(=?)", lambda m: flag_of(key) + (" " if m[1] else ""), message)
+            message = flagged(message, [key]) if "_" in key or f"{key}=" in message else \
+                re.sub(rf"^{key}\b", flag_of(key), message)
         elif getattr(args, "profile", None) and key in profiles.resolve(args.profile, args.profile_file)[0]:
             path = profiles.load(args.profile_file)[0]
             message += f" (set by {path}, profile {args.profile!r}, key {key})"

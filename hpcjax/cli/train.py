@@ -46,7 +46,8 @@ def add_train_verb(sub) -> None:
     g.add_argument("--log-every", type=int, default=10, help="steps between progress lines")
     g.add_argument("--pace-every", type=int, default=100,
                    help="steps between the short traces that name a slow rank (0: never; multi-process runs)")
-    g.add_argument("--corpus-bytes", type=int, default=4 << 20, help="bytes of the standard library's source to train on")
+    g.add_argument("--corpus-bytes", type=int, default=4 << 20,
+                   help="bytes of the standard library's source to train on")
     g.add_argument("--peak-tflops", type=float, default=312.0, help="per device, for MFU (312: an A100 in bf16)")
     g.add_argument("--stop-after", type=int, help="stop after this many steps, as if preempted")
     g.add_argument("--compile-cache", default="auto",
@@ -71,7 +72,15 @@ def config_from_args(args: argparse.Namespace):
 
 
 def cmd_train(args: argparse.Namespace, command: list[str]) -> int:
-    cfg = config_from_args(args)  # refuses bad values before JAX starts
+    from hpcjax.cli.options import flagged
+    from hpcjax.errors import ConfigError
+    from hpcjax.train.config import ModelConfig, TrainConfig
+
+    try:
+        cfg = config_from_args(args)  # refuses bad values before JAX starts
+    except ConfigError as err:  # named as the flags typed: --d-model 96, not d_model=96
+        names = [f.name for config in (TrainConfig, ModelConfig) for f in fields(config)]
+        raise ConfigError(flagged(err.message, names), flagged(err.hint, names)) from None
     import jax
 
     from hpcjax.train.loop import train

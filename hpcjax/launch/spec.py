@@ -189,7 +189,8 @@ class JobSpec:
         _require_int("requeue", self.requeue, 0, "how many times the job may requeue itself, e.g. --requeue 2")
         if self.retry_failed and not self.requeue:
             raise SpecError("retry_failed needs a requeue budget (requeue=0)",
-                            "add --requeue N: a failed job is requeued at most N times", field=("retry_failed", "requeue"))
+                            "add --requeue N: a failed job is requeued at most N times",
+                            field=("retry_failed", "requeue"))
         object.__setattr__(self, "sbatch_lines", tuple(extras.check_sbatch_line(x) for x in self.sbatch_lines))
         object.__setattr__(self, "prologue", tuple(extras.check_command_line("prologue", x) for x in self.prologue))
         object.__setattr__(self, "epilogue", tuple(extras.check_command_line("epilogue", x) for x in self.epilogue))

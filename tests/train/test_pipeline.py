@@ -68,7 +68,7 @@ print(kernel.shape, sorted({(stage_of[sh.device], sh.index[0].start, sh.index[0]
     (["--strategy", "dp_pp", "--stages", "8"], "4 layers do not divide into 8 pipeline stages"),
     (["--strategy", "pp", "--stages", "2"], "pp puts every device on the stage axis: 8 stages, not 2"),
     (["--strategy", "dp_pp", "--stages", "4", "--microbatches", "3"], "do not split into 3 pipeline micro-batches"),
-    (["--strategy", "fsdp", "--stages", "2"], "stages=2 was given with strategy 'fsdp'"),
+    (["--strategy", "fsdp", "--stages", "2"], "--stages 2 was given with strategy 'fsdp'"),
 ])
 def test_bad_pipeline_options_are_refused(tmp_path, options, message):
     env = {**os.environ, "HPCJAX_GPUS_PER_PROCESS": "8"}
