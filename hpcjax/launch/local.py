@@ -47,6 +47,10 @@ def check_local_spec(spec: JobSpec) -> None:
     if spec.container.in_container:
         raise UsageError(f"the local backend runs the command bare, not through {spec.container.runtime}",
                          "drop --image/--runtime for --backend local, or submit to SLURM")
+    most = max(64, 8 * (os.cpu_count() or 1))  # more is a typo, not a job for one machine
+    if spec.layout.num_processes > most:
+        raise UsageError(f"the local backend would start {spec.layout.num_processes} processes on this machine "
+                         f"(at most {most} here)", "check --nodes and --gpus-per-node, or submit to SLURM")
     program = spec.command[0]
     if shutil.which(program) is None:
         raise UsageError(f"the command {program!r} is not found on this machine",

@@ -252,6 +252,7 @@ def test_sbatch_lines_sbatch_takes_and_hpcjax_does_not_own_pass(empty, line):
     (["--backend", "slurm", "--image", "/no/such.sif"], "image '/no/such.sif' does not exist"),
     (["--backend", "local", "--image", "/tmp"], "the local backend runs the command bare"),
     (["--backend", "local", "--requeue", "1"], "the local backend does not requeue"),
+    (["--backend", "local", "--nodes", "300", "--gpus-per-node", "8"], "would start 2400 processes on this machine"),
 ])
 def test_dry_run_refuses_what_the_submit_would(empty, argv, words):
     refused(empty, ["submit", "--dry-run", *argv, "--", "true"], words)
