@@ -1,0 +1,107 @@
+"""`hpcjax stacks JOBID`: the Python stack of every thread of every rank of a running job,
+taken where the ranks run (hpcjax.rank.stacks, with py-spy) and grouped: ranks whose stacks
+are the same are shown once, the odd ones first, so the rank that holds the others stands out.
+
+SLURM: one task per node of the job, `srun --overlap --jobid JOBID` (it shares the job's
+resources and does not wait for them); the local backend: this machine, directly. A job
+that is not running, py-spy missing on a node, or ptrace refused: an error with a hint, and
+the job is not touched.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+from hpcjax.errors import HpcjaxError, UsageError
+
+PACKAGE_PARENT = str(Path(__file__).resolve().parent.parent.parent)  # what puts hpcjax on a node's path
+
+
+def take(run, native: bool = False) -> tuple[list[dict], float]:
+    """(one entry per rank, or per node that could not answer; seconds it took)."""
+    if run.host.remote:
+        raise UsageError(f"`hpcjax stacks` reaches the nodes from the cluster's login node; job {run.job_id} "
+                         f"runs on {run.host.name}", f"run it there: ssh {run.host.destination} hpcjax stacks "
+                         f"{run.job_id} (with hpcjax and py-spy installed there)")
+    state = run.poll()[0]
+    if state != "RUNNING":
+        raise HpcjaxError(f"job {run.job_id} is {state}, not running: there are no stacks to take",
+                          f"`hpcjax status {run.job_id}` shows how it ended" if state not in ("PENDING", "REQUEUED")
+                          else "wait until it runs")
+    started = time.monotonic()
+    node_side = [sys.executable, "-m", "hpcjax.rank.stacks", run.job_id] + (["--native"] if native else [])
+    env = f"PYTHONPATH={PACKAGE_PARENT}"
+    if run.backend == "local":
+        done = run.host.run(["env", env, *node_side], timeout=120)
+    else:
+        nodes = run.slurm.run(["scontrol", "show", "hostnames", run.status().nodelist]).split()
+        done = run.host.run(["srun", "--overlap", f"--jobid={run.job_id}", f"--nodes={len(nodes)}",
+                             f"--ntasks={len(nodes)}", "--ntasks-per-node=1", "--quiet", f"--export=ALL,{env}",
+                             *node_side], timeout=120)
+    lines = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    if not lines:
+        said = done.stderr.strip().splitlines()
+        raise HpcjaxError(f"could not take the stacks of job {run.job_id}: {said[-1] if said else done.returncode}",
+                          "hpcjax and py-spy must be installed where the job's nodes see them")
+    return lines, time.monotonic() - started
+
+
+def signature(entry: dict, all_threads: bool) -> tuple:
+    """What makes two ranks' stacks the same: each thread's frames (function, file, line);
+    without all_threads only the main thread's."""
+    threads = [t for t in entry.get("threads", []) if all_threads or t.get("thread_name") == "MainThread"] or \
+        entry.get("threads", [])[:1]
+    return tuple((t.get("thread_name") or "", tuple((f["name"], f["short_filename"], f["line"]) for f in t["frames"]))
+                 for t in threads)
+
+
+def groups(entries: list[dict], all_threads: bool = False) -> list[tuple[list[int], tuple]]:
+    """[(ranks, signature)] of the ranks that answered, the smallest groups first."""
+    found: dict[tuple, list[int]] = {}
+    for entry in entries:
+        if "threads" in entry:
+            found.setdefault(signature(entry, all_threads), []).append(entry["rank"])
+    return sorted(((sorted(ranks), sig) for sig, ranks in found.items()), key=lambda g: (len(g[0]), g[0]))
+
+
+def ranges(numbers: list[int]) -> str:
+    """[0, 1, 2, 4, 5, 7] -> '0-2,4-5,7'."""
+    out, start = [], None
+    for i, n in enumerate(numbers):
+        if start is None:
+            start = n
+        if i + 1 == len(numbers) or numbers[i + 1] != n + 1:
+            out.append(f"{start}-{n}" if n != start else str(n))
+            start = None
+    return ",".join(out)
+
+
+def summary(frames: tuple) -> str:
+    """The innermost frames in one line: `all_reduce <- train_step (train.py:88)`."""
+    if not frames:
+        return "(no Python frames)"
+    own = [f for f in frames if not f[1].startswith("<frozen")] or list(frames)
+    first, caller = own[0], next((f for f in own[1:] if f[1] != own[0][1]), own[1] if len(own) > 1 else None)
+    return f"{first[0]} ({first[1]}:{first[2]})" + (f" <- {caller[0]} ({caller[1]}:{caller[2]})" if caller else "")
+
+
+def report(job_id: str, entries: list[dict], seconds: float, all_threads: bool = False) -> str:
+    """The grouped stacks as text, the odd groups first, then what could not be read."""
+    found = groups(entries, all_threads)
+    answered = sum(len(r) for r, _ in found)
+    hosts = {e["rank"]: e["host"] for e in entries if "rank" in e}
+    lines = [f"job {job_id}: stacks of {answered} rank(s) in {len(found)} group(s), taken in {seconds:.1f} s"]
+    for ranks, sig in found:
+        where = ", ".join(sorted({hosts[r] for r in ranks}))
+        lines.append(f"\nranks {ranges(ranks)} ({where}): {summary(sig[0][1]) if sig else ''}")
+        for name, frames in sig:
+            lines.append(f"  thread {name or '?'}:")
+            lines += [f"    {f[0]} ({f[1]}:{f[2]})" for f in frames]
+    for entry in entries:
+        if "error" in entry:
+            who = f"rank {entry['rank']} on {entry['host']}" if "rank" in entry else entry["host"]
+            lines.append(f"\n{who}: {entry['error']}\n  hint: {entry['hint']}")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,122 @@
+"""`hpcjax stacks` (issue 27, part 1): the node side finds a job's ranks by their environment
+and reads them with py-spy (real processes here); the login side groups the stacks. The same
+on the dev cluster, through `srun --overlap`: tests/launch/test_stacks_cluster.py."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import run_hpcjax
+from hpcjax.launch import stacks
+from hpcjax.rank import stacks as node
+
+PROGRAM = """
+import os, sys, time
+rank = int(os.environ["SLURM_PROCID"])
+def wait_in_collective():
+    while not os.path.exists(sys.argv[1]):
+        time.sleep(0.05)
+def stuck_in_loader():
+    while not os.path.exists(sys.argv[1]):
+        time.sleep(0.05)
+print("rank", rank, "waits", flush=True)
+stuck_in_loader() if rank == int(sys.argv[2]) else wait_in_collective()
+print("rank", rank, "done", flush=True)
+"""
+
+
+def frame(name, line=1, file="t.py"):
+    return {"name": name, "short_filename": file, "line": line}
+
+
+def entry(rank, *names, host="n1"):
+    return {"rank": rank, "host": host, "pid": 100 + rank,
+            "threads": [{"thread_name": "MainThread", "frames": [frame(n, i) for i, n in enumerate(names)]},
+                        {"thread_name": f"bg{rank}", "frames": [frame("poll")]}]}
+
+
+def test_ranks_with_the_same_stack_are_one_group_and_the_odd_one_comes_first():
+    entries = [entry(r, "all_reduce", "train_step") for r in (0, 1, 2, 4, 5, 6, 7)] + [entry(3, "sleep", "load")]
+    entries.append({"rank": 8, "host": "n2", "error": "pid 9: Permission denied", "hint": "ptrace"})
+    found = stacks.groups(entries)
+    assert [ranks for ranks, _ in found] == [[3], [0, 1, 2, 4, 5, 6, 7]]
+    text = stacks.report("42", entries, 1.25)
+    assert text.index("ranks 3 (n1): sleep (t.py:0) <- load (t.py:1)") < text.index("ranks 0-2,4-7 (n1): all_reduce")
+    assert "rank 8 on n2: pid 9: Permission denied\n  hint: ptrace" in text
+    # --all: the background threads differ on every rank, so every rank is its own group
+    assert len(stacks.groups(entries, all_threads=True)) == 8
+
+
+@pytest.mark.parametrize("numbers, text", [([0, 1, 2, 4, 5, 7], "0-2,4-5,7"), ([3], "3"), ([0, 2], "0,2")])
+def test_rank_ranges(numbers, text):
+    assert stacks.ranges(numbers) == text
+
+
+def start_ranks(tmp_path, count, odd, env_of):
+    (tmp_path / "p.py").write_text(PROGRAM)
+    release = tmp_path / "release"
+    procs = [subprocess.Popen([sys.executable, str(tmp_path / "p.py"), str(release), str(odd)],
+                              env={**os.environ, **env_of(r)}, stdout=subprocess.PIPE, text=True)
+             for r in range(count)]
+    for p in procs:
+        assert "waits" in p.stdout.readline()
+    return procs, release
+
+
+def test_the_node_side_finds_this_nodes_ranks_of_the_job_and_no_others(tmp_path, monkeypatch):
+    def env_of(rank):  # two "nodes" on one host, as on the dev cluster; step 0 is the launch
+        return {"SLURM_JOB_ID": "9001", "SLURM_PROCID": str(rank), "SLURM_STEP_ID": "0",
+                "SLURMD_NODENAME": f"node{rank // 2 + 1}"}
+
+    procs, release = start_ranks(tmp_path, 4, 1, env_of)
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"],
+                             env={**os.environ, "SLURM_JOB_ID": "9002", "SLURM_PROCID": "0", "SLURM_STEP_ID": "0"})
+    try:
+        monkeypatch.setenv("SLURMD_NODENAME", "node1")
+        found = node.rank_processes("9001", own_step="7")
+        assert {r: pids[0] for r, pids in found.items()} == {0: procs[0].pid, 1: procs[1].pid}
+        lines = node.node_stacks("9001", "7")
+        assert [(line["rank"], line["host"]) for line in lines] == [(0, "node1"), (1, "node1")]
+        names = [[f["name"] for f in line["threads"][0]["frames"]] for line in lines]
+        assert names == [["wait_in_collective", "<module>"], ["stuck_in_loader", "<module>"]]
+        assert node.node_stacks("9001", "0")[0]["error"] == "no rank of job 9001 runs on node1"  # its own step
+        monkeypatch.setenv("HPCJAX_PY_SPY", str(tmp_path / "nowhere"))
+        [missing] = node.node_stacks("9001", "7")
+        assert missing["error"] == "py-spy is not installed on node1" and "pip install py-spy" in missing["hint"]
+    finally:
+        release.touch()
+        other.kill()
+        for p in procs:
+            p.wait(timeout=10)
+    assert all(p.returncode == 0 for p in procs)  # read, never stopped
+
+
+def test_stacks_of_a_local_job_grouped_and_the_job_ends_undisturbed(tmp_path):
+    (tmp_path / "p.py").write_text(PROGRAM)
+    env = {"HPCJAX_HOME": str(tmp_path / "home")}
+    job = subprocess.Popen([sys.executable, "-m", "hpcjax", "submit", "--backend", "local", "--gpus-per-node", "4",
+                            "--", sys.executable, "p.py", "release", "2"], cwd=tmp_path, env={**os.environ, **env},
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    job_id = job.stdout.readline().strip()
+    logs = tmp_path / "hpcjax-logs"
+    deadline = time.monotonic() + 60
+    while sum("waits" in p.read_text() for p in logs.glob("*-rank*.log")) < 4 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    shown = run_hpcjax("stacks", job_id, cwd=tmp_path, env=env)
+    assert shown.returncode == 0, shown.stderr
+    assert "stacks of 4 rank(s) in 2 group(s)" in shown.stdout
+    assert shown.stdout.index("ranks 2 (") < shown.stdout.index("ranks 0-1,3 (")
+    assert "stuck_in_loader (p.py:" in shown.stdout
+    one = json.loads(run_hpcjax("stacks", job_id, "--rank", "2", "--json", cwd=tmp_path, env=env).stdout)
+    assert [r["rank"] for r in one["ranks"]] == [2]
+    (tmp_path / "release").touch()
+    assert job.wait(timeout=60) == 0, job.stderr.read()
+    ended = run_hpcjax("stacks", job_id, cwd=tmp_path, env=env)
+    assert ended.returncode == 1 and f"job {job_id} is COMPLETED, not running" in ended.stderr
