@@ -44,7 +44,8 @@ CLUSTER_GROUPS = {
                   "test_plain_jax_cluster", "test_runtime_cluster", "test_run_cluster"),  # 71, 61, 16
     "cluster-b": ("test_train_cluster", "test_containers_cluster", "test_train_scale_cluster",  # 205, 178, 121
                   "test_submit_cluster", "test_pipeline_cluster", "test_scalars_cluster"),  # 98, 96, 41
-    "cluster-c": ("test_remote_cluster", "test_api_from_a_laptop"),  # 270, 60: mostly waiting on ssh and the queue
+    "cluster-c": ("test_remote_cluster", "test_api_from_a_laptop",  # 270, 60: mostly waiting on ssh and the queue
+                  "test_stacks_cluster"),
 }
 for helpers in (TESTS, TESTS / "api", TESTS / "train"):  # support, api_cases, straggler from any folder
     if str(helpers) not in sys.path:
