@@ -63,7 +63,10 @@ DEFAULT_HEARTBEAT_TIMEOUT_S = 60
 # The coordinator's port, derived per job AND step so two steps of one job never
 # collide (JAX's own choice, job % 4096 + 61440, does). Below Linux's ephemeral
 # range (32768+), where an outgoing connection could already hold the port.
-PORT_BASE, PORT_JOBS, PORT_STEPS = 10000, 1400, 16
+# A requeued attempt moves ATTEMPT_STRIDE slots on (coprime with PORT_STEPS), so it never meets
+# the previous attempt's coordinator, whose port may still be held on that node.
+PORT_BASE, PORT_JOBS, PORT_STEPS, ATTEMPT_STRIDE = 10000, 1400, 16, 7
+RESTART_COUNT = "SLURM_RESTART_COUNT"  # SLURM's count of the job's requeues: the attempt - 1
 
 # What `hpcjax check all` runs; the smoke verdict expects a report of each.
 ALL_CHECKS = ("devices", "allreduce")
@@ -138,13 +141,15 @@ def node_name(environ=os.environ) -> str:
     return next((environ[v] for v in NODE_NAME_VARS if environ.get(v)), socket.gethostname())
 
 
-def derived_port(job: int, step: int) -> int:
-    return PORT_BASE + PORT_STEPS * (job % PORT_JOBS) + step % PORT_STEPS
+def derived_port(job: int, step: int, restarts: int = 0) -> int:
+    """The coordinator's port of a job's step in its attempt (restarts: SLURM_RESTART_COUNT)."""
+    return PORT_BASE + PORT_STEPS * (job % PORT_JOBS) + (step + ATTEMPT_STRIDE * restarts) % PORT_STEPS
 
 
 def derived_port_shell(job: str = "SLURM_JOB_ID", step: str = "SLURM_STEP_ID") -> str:
     """The same rule as bash arithmetic over a task's variables, for the rendered script."""
-    return f"$(({PORT_BASE} + {PORT_STEPS} * ({job} % {PORT_JOBS}) + {step} % {PORT_STEPS}))"
+    return (f"$(({PORT_BASE} + {PORT_STEPS} * ({job} % {PORT_JOBS}) + ({step} + {ATTEMPT_STRIDE} * "
+            f"${{{RESTART_COUNT}:-0}}) % {PORT_STEPS}))")
 
 
 def jax_local_device_ids(gpus_per_process: int) -> str:

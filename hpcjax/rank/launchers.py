@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping
 
-from hpcjax.contract import derived_port
+from hpcjax.contract import RESTART_COUNT, derived_port
 from hpcjax.errors import LayoutError
 from hpcjax.rank.nodelist import expand_hostlist
 
@@ -104,8 +104,10 @@ def read_srun_step(environ: Mapping[str, str]) -> Reading:
     if nodelist:
         reading["coordinator_host"] = Sourced(expand_hostlist(nodelist)[0], f"first host of {nodelist_var}={nodelist}")
     job, step = env_int(environ, SLURM_JOB_ID) or 0, env_int(environ, SLURM_STEP_ID) or 0
-    reading["coordinator_port"] = Sourced(derived_port(job, step), f"derived from job {job} step {step} "
-                                                                   f"(set {JAX_COORDINATOR_PORT} to choose)")
+    restarts = env_int(environ, RESTART_COUNT) or 0
+    reading["coordinator_port"] = Sourced(derived_port(job, step, restarts), f"derived from job {job} step {step}"
+                                          + (f" attempt {restarts + 1}" if restarts else "")
+                                          + f" (set {JAX_COORDINATOR_PORT} to choose)")
     return reading
 
 

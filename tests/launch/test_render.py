@@ -203,3 +203,23 @@ def test_the_stop_marker_reaches_a_cleanenv_container():
     assert 'export SINGULARITYENV_HPCJAX_STOP_MARKER="$HPCJAX_STOP_MARKER"\n' in text
     assert 'export APPTAINERENV_HPCJAX_STOP_MARKER="$HPCJAX_STOP_MARKER"\n' in text
     assert "ENV_HPCJAX_STOP_MARKER" not in render_sbatch(JobSpec(command=("x",)))
+
+
+def test_the_coordinator_port_moves_with_each_attempt_in_bash_and_python_alike():
+    """A requeued attempt never meets the previous attempt's coordinator (issue 27, part 4):
+    the rendered wrapper and the rank side derive the same port from job, step and attempt."""
+    from hpcjax import contract
+    from hpcjax.rank.launchers import read_srun_step
+
+    ports = []
+    for restarts in (None, "1", "2", "3", "16"):
+        env = {"PATH": os.environ["PATH"], "SLURM_JOB_ID": "1234", "SLURM_STEP_ID": "3", "SLURM_NTASKS": "2",
+               "SLURM_PROCID": "0", "SLURM_STEP_NODELIST": "node7", **({"SLURM_RESTART_COUNT": restarts} if restarts
+                                                                      else {})}
+        shown = subprocess.run(["bash", "-c", contract.coordinator_wrapper((), (), ()) + '; echo "$JAX_COORDINATOR_ADDRESS"',
+                                "node7"], env=env, capture_output=True, text=True, check=True).stdout.strip()
+        python = read_srun_step(env)["coordinator_port"].value
+        assert shown == f"node7:{python}" == f"node7:{derived_port(1234, 3, int(restarts or 0))}"
+        ports.append(python)
+    assert ports[0] == derived_port(1234, 3)  # a first attempt keeps the port it always had
+    assert len(set(ports[:4])) == 4 and all(a != b for a, b in zip(ports, ports[1:]))
