@@ -50,8 +50,15 @@ def variables(text: str) -> list[str]:
 
 def word(text: str) -> str:
     """`text` as one shell word: its variables expand, nothing else does."""
-    parts = [f'"${{{value}}}"' if kind == "var" else shlex.quote(value) for kind, value in pieces(text)]
+    parts = [f'"${{{value}}}"' if kind == "var" else literal(value) for kind, value in pieces(text)]
     return "".join(parts) or "''"
+
+
+def literal(text: str) -> str:
+    """`text` as one shell word that never expands (shlex.quote, and a leading = quoted too)."""
+    quoted = shlex.quote(text)
+    # `export A==x` and `cd =` are valid bash that read as typos (shellcheck): a leading = is quoted.
+    return f"'{text}'" if quoted == text and text.startswith("=") else quoted
 
 
 def expand(text: str, environ) -> str:

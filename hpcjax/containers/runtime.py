@@ -13,11 +13,10 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
-import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
-from hpcjax import validate
+from hpcjax import shellword, validate
 from hpcjax.containers.binds import parse_bind
 from hpcjax.errors import SpecError
 
@@ -83,7 +82,7 @@ class Runtime:
 
     @staticmethod
     def quoted_flags(container) -> str:
-        return "".join(f" {shlex.quote(f)}" for f in container.flags)
+        return "".join(f" {shellword.literal(f)}" for f in container.flags)
 
 
 def image_env_var(image: str | None) -> str | None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shlex
 import shutil
 import subprocess
 from functools import lru_cache
@@ -43,7 +42,7 @@ def _environment(site_dir: str | None = None) -> jinja2.Environment:
         lstrip_blocks=True,
         keep_trailing_newline=True,
     )
-    env.filters["q"] = lambda value: shlex.quote(str(value))
+    env.filters["q"] = lambda value: shellword.literal(str(value))
     env.filters["word"] = shellword.word  # $NAME expands on the node, nothing else
     return env
 
@@ -53,7 +52,7 @@ def image_word(spec: JobSpec) -> str:
     loudly there if the module that should set them was not loaded."""
     var = spec.container.image_env_var
     if var is None:
-        return shlex.quote(spec.container.image or "")
+        return shellword.literal(spec.container.image or "")
     return f'"${{{var}:?is not set: load the module that provides the image}}"'
 
 
