@@ -3,7 +3,8 @@ taken where the ranks run (hpcjax.rank.stacks, with py-spy) and grouped: ranks w
 are the same are shown once, the odd ones first, so the rank that holds the others stands out.
 
 SLURM: one task per node of the job, `srun --overlap --jobid JOBID` (it shares the job's
-resources and does not wait for them); the local backend: this machine, directly. A job
+resources and does not wait for them), from a laptop through the cluster's login node with the
+hpcjax shipped there; the local backend: this machine, directly. A job
 that is not running, py-spy missing on a node, or ptrace refused: an error with a hint, and
 the job is not touched.
 """
@@ -15,25 +16,26 @@ import sys
 import time
 from pathlib import Path
 
-from hpcjax.errors import HpcjaxError, UsageError
+from hpcjax.errors import HpcjaxError
 
 PACKAGE_PARENT = str(Path(__file__).resolve().parent.parent.parent)  # what puts hpcjax on a node's path
 
 
 def take(run, native: bool = False) -> tuple[list[dict], float]:
     """(one entry per rank, or per node that could not answer; seconds it took)."""
-    if run.host.remote:
-        raise UsageError(f"`hpcjax stacks` reaches the nodes from the cluster's login node; job {run.job_id} "
-                         f"runs on {run.host.name}", f"run it there: ssh {run.host.destination} hpcjax stacks "
-                         f"{run.job_id} (with hpcjax and py-spy installed there)")
     state = run.poll()[0]
     if state != "RUNNING":
         raise HpcjaxError(f"job {run.job_id} is {state}, not running: there are no stacks to take",
                           f"`hpcjax status {run.job_id}` shows how it ended" if state not in ("PENDING", "REQUEUED")
                           else "wait until it runs")
     started = time.monotonic()
-    node_side = [sys.executable, "-m", "hpcjax.rank.stacks", run.job_id] + (["--native"] if native else [])
-    env = f"PYTHONPATH={PACKAGE_PARENT}"
+    python, package = sys.executable, PACKAGE_PARENT
+    if run.host.remote:  # from a laptop: the nodes run the hpcjax shipped to the cluster, with its Python
+        from hpcjax.hosts import ship
+
+        python, package = run.cluster.python, ship.ship_hpcjax(run.host, run.cluster.home())[0]
+    node_side = [python, "-m", "hpcjax.rank.stacks", run.job_id] + (["--native"] if native else [])
+    env = f"PYTHONPATH={package}"
     if run.backend == "local":
         done = run.host.run(["env", env, *node_side], timeout=120)
     else:

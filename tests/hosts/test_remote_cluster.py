@@ -248,6 +248,12 @@ def test_tunnel_forwards_a_port_of_the_jobs_node_to_the_laptop(laptop, ssh_clust
             except OSError:
                 time.sleep(1)
         assert body == "served from the node\n"
+        # hpcjax stacks from the laptop reaches the node through the login node; the cluster user's
+        # Python has no py-spy here (nothing is installed for it), which must be said, not crash
+        looked = run_hpcjax("stacks", job, cwd=laptop)
+        assert looked.returncode == 1 and "py-spy is not installed on node1" in looked.stdout + looked.stderr, \
+            looked.stdout + looked.stderr
+        assert "hint: pip install py-spy" in looked.stdout + looked.stderr
     finally:
         run_hpcjax("cancel", job, cwd=laptop)
     _, said = tunnel.communicate(timeout=120)
