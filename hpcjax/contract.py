@@ -66,6 +66,7 @@ DEFAULT_HEARTBEAT_TIMEOUT_S = 60
 # A requeued attempt moves ATTEMPT_STRIDE slots on (coprime with PORT_STEPS), so it never meets
 # the previous attempt's coordinator, whose port may still be held on that node.
 PORT_BASE, PORT_JOBS, PORT_STEPS, ATTEMPT_STRIDE = 10000, 1400, 16, 7
+NO_RETRY_EXIT = 78  # a rank's exit code that means "a retry cannot fix this" (sysexits' EX_CONFIG)
 RESTART_COUNT = "SLURM_RESTART_COUNT"  # SLURM's count of the job's requeues: the attempt - 1
 
 # What `hpcjax check all` runs; the smoke verdict expects a report of each.

@@ -104,6 +104,8 @@ def _render(template, spec: JobSpec) -> str:
         attempts_log=contract.ATTEMPTS_LOG.replace("%j", job_key),
         attempt_line=contract.ATTEMPT_LINE,
         batch_log_name=contract.BATCH_LOG.replace("%j", job_key),
+        rank_log_name=contract.RANK_LOG.replace("%j", job_key).replace("%t", "${hpcjax_failed_task}"),
+        no_retry_exit=contract.NO_RETRY_EXIT,
         jax_local_device_ids=contract.jax_local_device_ids(spec.layout.gpus_per_process),
         cleanenv_prefixes=launch.cleanenv_prefixes,
         coordinator_wrapper=contract.coordinator_wrapper(

@@ -9,6 +9,7 @@ checked by a test that fails loudly if a submitit release changes them.
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 import time
 from pathlib import Path
@@ -210,9 +211,11 @@ class SlurmRun(Run):
         batch = batch_log_path(self.log_dir, self.job_id)
         text = self.files.read_text(str(batch)) or ""
         job_code = self._status.job_exit_code if self._status else 0
-        return analyze(self.job_id, state, srun_events(text), self._rank_log, job_exit_code=job_code,
-                       note=f"no rank reported an error; last lines of {batch}:\n{tail_lines(text, 20).rstrip()}",
-                       batch_log=last_attempt(text), read_text=self.files.read_text)
+        outcome = analyze(self.job_id, state, srun_events(text), self._rank_log, job_exit_code=job_code,
+                          note=f"no rank reported an error; last lines of {batch}:\n{tail_lines(text, 20).rstrip()}",
+                          batch_log=last_attempt(text), read_text=self.files.read_text)
+        why = (self.attempts() or [{}])[-1].get("not_retried")  # --retry-failed said why it stopped
+        return dataclasses.replace(outcome, note=f"{outcome.note}\nnot retried: {why}".strip()) if why else outcome
 
     def _rank_log(self, rank: int):
         return rank_log_path(self.log_dir, self.job_id, rank)

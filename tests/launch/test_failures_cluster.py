@@ -188,3 +188,25 @@ def test_retry_failed_requeues_a_failure_and_leaves_out_a_node_that_failed_twice
     assert once.returncode == 3
     status = json.loads(run_hpcjax("status", once.stdout.strip(), "--json", cwd=tmp_path).stdout)
     assert [a["ended"] for a in status["attempts"]] == ["failed"]
+
+
+def test_retry_failed_stops_at_the_same_exception_twice_and_at_exit_78(tmp_path, slurm_cluster, hpcjax_home):
+    """What a retry cannot fix is not retried (issue 27, part 4): a Python exception raised the
+    same way by every attempt is retried once, then not again, and `status` says why; a rank
+    that exits 78 ("do not retry") ends the job at its first attempt."""
+    (tmp_path / "boom.py").write_text("import os\nif os.environ['SLURM_PROCID'] == '1':\n"
+                                      "    raise ValueError('bad shape 3')\n")
+    boom = run_hpcjax("submit", "--nodes", "1", "--gpus-per-node", "2", "--requeue", "2", "--retry-failed",
+                      "--wait", "--", sys.executable, "boom.py", cwd=tmp_path, timeout=600)
+    assert boom.returncode == 1, boom.stderr
+    status = run_hpcjax("status", boom.stdout.strip(), cwd=tmp_path).stdout
+    attempts = json.loads(run_hpcjax("status", boom.stdout.strip(), "--json", cwd=tmp_path).stdout)["attempts"]
+    assert [(a["ended"], a["error"]) for a in attempts] == [("failed", "ValueError: bad shape 3")] * 2
+    assert "not retried: the same Python exception as an earlier attempt: ValueError: bad shape 3" in status
+    assert "not retried: the same Python exception" in boom.stderr  # the report of `submit --wait` says it too
+    asked = run_hpcjax("submit", "--nodes", "1", "--gpus-per-node", "2", "--requeue", "2", "--retry-failed",
+                       "--wait", "--", "bash", "-c", '[ "$SLURM_PROCID" = 0 ] && exit 78; sleep 30',
+                       cwd=tmp_path, timeout=300)
+    assert asked.returncode == 78, asked.stderr
+    attempts = json.loads(run_hpcjax("status", asked.stdout.strip(), "--json", cwd=tmp_path).stdout)["attempts"]
+    assert len(attempts) == 1 and attempts[0]["not_retried"].startswith("a rank exited 78")

@@ -1,6 +1,8 @@
 import itertools
+import json
 import os
 import shutil
+import shlex
 import subprocess
 from pathlib import Path
 
@@ -178,8 +180,55 @@ def test_requeue_directives_and_budget_appear_only_when_asked():
     assert '[ "$hpcjax_ended" = stopped ]; } && [ "$hpcjax_attempt" -le 2 ]' in text
     assert "ExcNodeList" not in text
     retried = render_sbatch(JobSpec(command=("x",), requeue=1, retry_failed=True))
-    assert '|| [ "$hpcjax_ended" = failed ]; } && [ "$hpcjax_attempt" -le 1 ]' in retried
+    assert '|| { [ "$hpcjax_ended" = failed ] && [ -z "$hpcjax_not_retried" ]; }; } && [ "$hpcjax_attempt" -le 1 ]' \
+        in retried
     assert "ExcNodeList" in retried
+
+
+def run_attempt(tmp_path, restarts: int, failure: str, log_line: str = "") -> str:
+    """One attempt of a --retry-failed --requeue 2 job, run by bash: srun's stand-in writes what
+    srun says of a failing task and exits 1; scontrol's records the requeue. -> scontrol's calls."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    for name, body in (("srun", f'echo {shlex.quote(failure)} >&2\nexit 1\n'),
+                       ("scontrol", 'echo "$*" >> "$SCONTROL_FILE"\n')):
+        _stub(bin_dir, name, body)
+    logs = tmp_path / "hpcjax-logs"
+    logs.mkdir(exist_ok=True)
+    if log_line:
+        with open(logs / "9-rank1.log", "a") as log:
+            log.write(f"Traceback (most recent call last):\n  File \"t.py\", line 1\n{log_line}\n")
+    script = render_sbatch(JobSpec(command=("python3", "t.py"), requeue=2, retry_failed=True))
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "SLURMD_NODENAME": "node1", "SLURM_JOB_ID": "9",
+           "SLURM_JOB_NODELIST": "node1", "SLURM_RESTART_COUNT": str(restarts), "SCONTROL_FILE": str(tmp_path / "sc")}
+    with open(logs / "9-batch.log", "a") as batch:
+        subprocess.run(["bash", "-c", script], cwd=tmp_path, env=env, stdout=batch, stderr=subprocess.STDOUT)
+    return (tmp_path / "sc").read_text() if (tmp_path / "sc").exists() else ""
+
+
+@pytest.mark.parametrize("failure, log_line, why", [
+    ("srun: error: node1: task 1: Exited with exit code 78", "", "a rank exited 78: the program asked not to be"),
+    ("srun: error: node1: tasks 0-3: Exited with exit code 2", "", "a rank exited 2: bad usage or configuration"),
+])
+def test_retry_failed_does_not_retry_what_a_retry_cannot_fix(tmp_path, failure, log_line, why):
+    assert "requeue" not in run_attempt(tmp_path, 0, failure, log_line)
+    [attempt] = [json.loads(x) for x in (tmp_path / "hpcjax-logs" / "9-attempts.jsonl").read_text().splitlines()]
+    assert attempt["ended"] == "failed" and attempt["not_retried"].startswith(why)
+    assert f"hpcjax: not retrying job 9 after attempt 1: {why}" in (tmp_path / "hpcjax-logs" / "9-batch.log").read_text()
+
+
+def test_retry_failed_retries_an_exception_once_and_not_the_same_one_again(tmp_path):
+    failure = "srun: error: node1: task 1: Exited with exit code 1"
+    assert "requeue 9" in run_attempt(tmp_path, 0, failure, 'ValueError: bad "shape" \\ 3')
+    assert run_attempt(tmp_path, 1, failure, 'ValueError: bad "shape" \\ 3').count("requeue 9") == 1
+    attempts = [json.loads(x) for x in (tmp_path / "hpcjax-logs" / "9-attempts.jsonl").read_text().splitlines()]
+    assert [a["error"] for a in attempts] == ["ValueError: bad shape  3"] * 2
+    assert attempts[0]["not_retried"] == "" and attempts[1]["not_retried"] == \
+        "the same Python exception as an earlier attempt: ValueError: bad shape  3"
+    # a failure without an exception line (a lost node, a signal) is retried as before
+    other = tmp_path / "other"
+    other.mkdir()
+    assert "requeue 9" in run_attempt(other, 0, "srun: error: node1: task 0: Exited with exit code 3")
 
 
 def test_a_job_array_names_its_files_by_array_job_and_index():
