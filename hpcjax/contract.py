@@ -55,6 +55,12 @@ STOP_MARKER = "%j-stopped"
 # batch script; the batch log gets ATTEMPT_LINE at the start of each attempt.
 ATTEMPTS_LOG = "%j-attempts.jsonl"
 ATTEMPT_LINE = "hpcjax: attempt"
+# The hang watch (hpcjax.rank.hangwatch): the first rank that sees no progress creates the
+# marker; every rank then leaves its last step and stacks in its own file, which the failure
+# analysis reads. The batch script removes the marker at the start of each attempt.
+HANG_MARKER = "%j-hang"
+RANK_HANG = "%j-rank%t.hang.json"
+STUCK_EXIT_CODE = 124  # what `timeout` returns: the process ended itself for taking too long
 # The heartbeat bound: a rank that stops answering (frozen, SIGSTOP, dead node) ends the
 # job after this many seconds. JAX's default is 100 s.
 HEARTBEAT_TIMEOUT_ENV = "HPCJAX_HEARTBEAT_TIMEOUT"
@@ -204,6 +210,21 @@ def batch_log_path(directory: str | Path, job_id: str) -> Path:
 
 def rank_log_path(directory: str | Path, job_id: str, rank: int) -> Path:
     return Path(directory) / RANK_LOG.replace("%j", str(job_id)).replace("%t", str(rank))
+
+
+def hang_marker_path(directory: str | Path, job_id: str) -> Path:
+    return Path(directory) / HANG_MARKER.replace("%j", str(job_id))
+
+
+def rank_hang_path(directory: str | Path, job_id: str, rank: int) -> Path:
+    return Path(directory) / RANK_HANG.replace("%j", str(job_id)).replace("%t", str(rank))
+
+
+def job_key(environ=os.environ) -> str:
+    """A rank's job as its log names spell it: <array job>_<index> for an array element."""
+    if environ.get("SLURM_ARRAY_JOB_ID") and environ.get("SLURM_ARRAY_TASK_ID"):
+        return f"{environ['SLURM_ARRAY_JOB_ID']}_{environ['SLURM_ARRAY_TASK_ID']}"
+    return environ.get("SLURM_JOB_ID", "")
 
 
 def attempts_log_path(directory: str | Path, job_id: str) -> Path:

@@ -15,7 +15,8 @@ import pytest
 from conftest import REPO
 
 PACKAGE = REPO / "hpcjax"
-SHARED = {"hpcjax", "hpcjax.errors", "hpcjax.contract", "hpcjax.validate", "hpcjax.rundir", "hpcjax.shellword"}
+SHARED = {"hpcjax", "hpcjax.errors", "hpcjax.contract", "hpcjax.validate", "hpcjax.rundir", "hpcjax.shellword",
+          "hpcjax.timeouts"}
 STDLIB = set(sys.stdlib_module_names)
 # The container runtimes' table: standard library only, so the rank side may read it.
 RUNTIME_TABLE = {"hpcjax.containers.runtime", "hpcjax.containers.binds", "hpcjax.containers.runtimes"}

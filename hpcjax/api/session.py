@@ -29,6 +29,7 @@ from pathlib import Path
 from hpcjax import rundir
 from hpcjax.errors import UsageError
 from hpcjax.hosts.files import LocalFiles
+from hpcjax.rank import hangwatch
 from hpcjax.rank.scalars import Scalars
 
 REPORTS, CHECKPOINT, COPIES = rundir.REPORTS, rundir.LATEST_CHECKPOINT, rundir.CHECKPOINTS
@@ -148,8 +149,14 @@ def report(metrics: dict, checkpoint: Checkpoint | str | os.PathLike | None = No
         if not path.is_dir():
             raise UsageError(f"checkpoint {str(path)!r} is not a directory",
                              "save the checkpoint first, then report its directory")
+    hangwatch.progress()  # every rank's reports are its progress: a job whose reports stop ends by itself
     if context.world_rank != 0:
         return
+    with hangwatch.hold():  # writing the record and copying a checkpoint are pauses on purpose
+        _keep(context, plain, path)
+
+
+def _keep(context: Context, plain: dict, path: Path | None) -> None:
     run_dir = Path(context.run_dir)
     _append(run_dir / REPORTS, {"attempt": context.attempt, "metrics": plain})
     if _state["scalars"] is not None:

@@ -32,10 +32,14 @@ def element_of(argument: str) -> int:
 
 def run_train_loop(loop, config):
     """What a Trainer's job runs on every rank: the user's loop, with its config if it
-    takes one (Ray Train's rule)."""
-    if takes_argument(loop):
-        return loop({} if config is None else config)
-    return loop()
+    takes one (Ray Train's rule). Its reports are its progress for the hang watch, which
+    stops watching when it returns (what follows, saving the result, is not a step)."""
+    from hpcjax.rank import hangwatch
+
+    try:
+        return loop({} if config is None else config) if takes_argument(loop) else loop()
+    finally:
+        hangwatch.close()
 
 
 def takes_argument(function) -> bool:

@@ -71,7 +71,8 @@ def rank_environment(spec: JobSpec, job_id: str, rank: int, port: int) -> dict[s
     for key, value in spec.env:  # in order, as the batch script exports them
         env[key] = shellword.expand(value, env)
     env.update(layout.env())
-    env.update({contract.PLATFORM_ENV: "cpu", contract.NODE_NAME_ENV: contract.local_node_name(rank, layout)})
+    env.update({contract.PLATFORM_ENV: "cpu", contract.NODE_NAME_ENV: contract.local_node_name(rank, layout),
+                contract.LOG_DIR_ENV: str(Path(spec.output_dir).resolve())})
     env.update(
         SUBMITIT_LOCAL_JOB_ID=array_job, SUBMITIT_LOCAL_NTASKS=str(layout.num_processes),
         SUBMITIT_LOCAL_GLOBALID=str(rank), SUBMITIT_LOCAL_LOCALID=str(rank % layout.tasks_per_node),

@@ -15,7 +15,8 @@ from pathlib import Path
 
 from hpcjax.contract import ATTEMPT_LINE, clamp_exit_code
 from hpcjax.errors import JobFailed
-from hpcjax.launch.triage import Finding, silent_ranks, triage
+from hpcjax.launch import hangs
+from hpcjax.launch.triage import HANG_HINT, Finding, silent_ranks, triage
 
 LOG_TAIL_LINES = 20
 TRIAGE_LINES = 200  # of each log, searched for the known causes
@@ -173,6 +174,13 @@ def analyze(job_id: str, state: str, events: list[TaskEvent], rank_log, *, job_e
         others = {r for e in events for r in e.ranks} - set(silent)
         outcome = Outcome(job_id=job_id, state=state, exit_code=outcome.exit_code, failed=failed,
                           stopped=tuple(sorted(others)), stopped_by="JAX's coordination service")
+    hang = hangs.read(Path(str(rank_log(0))).parent, job_id, read_text)
+    if hang is not None and hang.held_by:  # the ranks ended by the watch waited for these
+        failed = tuple(RankFailure(r, _host(hang, r, events), hang.reason(r), str(rank_log(r)), tail(r))
+                       for r in hang.held_by)
+        outcome = Outcome(job_id=job_id, state=state, exit_code=outcome.exit_code, failed=failed,
+                          stopped=tuple(r for r in range(len(hang.entries) + len(hang.silent)) if r not in hang.held_by),
+                          stopped_by="hpcjax's hang watch", note=hang.stacks_text(job_id))
     # What the failed ranks, srun and the batch log say comes first; the other ranks' logs
     # mostly show the consequences (a peer's connection reset), so they only add.
     first = {k: v for k, v in texts.items() if k in ("batch log", "srun") or
@@ -180,10 +188,18 @@ def analyze(job_id: str, state: str, events: list[TaskEvent], rank_log, *, job_e
     findings = triage(first) + triage({k: v for k, v in texts.items() if k not in first})
     if silent:  # the coordination service's word on who went quiet outranks every consequence
         findings.sort(key=lambda f: f.cause != "frozen rank")
+    if hang is not None:  # so does the hang watch's
+        findings.insert(0, Finding("hang", f"{hang.seen_by}; {', '.join(f'rank {r}' for r in hang.held_by) or 'no rank'} "
+                                           f"{hang.why or 'stood out: every rank stopped at the same place'}", HANG_HINT))
     causes: dict[str, Finding] = {}
     for finding in findings:
         causes.setdefault(finding.cause, finding)  # each cause once, its first evidence kept
     return replace(outcome, causes=tuple(causes.values()))
+
+
+def _host(hang, rank: int, events: list[TaskEvent]) -> str:
+    entry = next((e for e in hang.entries if e["rank"] == rank), {})
+    return entry.get("host") or next((e.host for e in events if rank in e.ranks), "?")
 
 
 def _blame(job_id, state, events, rank_log, tail, job_exit_code, stopped_by, note) -> Outcome:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import jinja2
 
-from hpcjax import __version__, contract, shellword
+from hpcjax import __version__, contract, shellword, timeouts
 from hpcjax.errors import SpecError
 from hpcjax.containers import binds
 from hpcjax.launch.spec import JobSpec
@@ -114,6 +114,11 @@ def _render(template, spec: JobSpec) -> str:
         launch=launch,
         hpcjax_target=binds.HPCJAX_TARGET,
         log_dir_env=contract.LOG_DIR_ENV,
+        hang_marker=contract.HANG_MARKER.replace("%j", job_key),
+        rank_hang_prefix=contract.RANK_HANG.split("%t")[0].replace("%j", job_key),
+        rank_hang_suffix=contract.RANK_HANG.split("%t")[1],
+        nccl_flag=timeouts.NCCL_TIMEOUT_FLAG,
+        nccl_timeout=timeouts.HangSettings.from_env(dict(spec.env)).nccl_timeout_s,
         version=__version__,
     )
 

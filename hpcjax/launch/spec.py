@@ -11,10 +11,10 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hpcjax import contract
+from hpcjax import contract, timeouts
 from hpcjax.containers import runtime as runtime_table
 from hpcjax.containers.runtime import require_text as _require_text
-from hpcjax.errors import SpecError
+from hpcjax.errors import ConfigError, SpecError
 from hpcjax.launch import extras
 from hpcjax.validate import require_int
 
@@ -209,6 +209,7 @@ class JobSpec:
         object.__setattr__(self, "env", tuple((k, v) for k, v in dict(self.env).items()))
         for key, value in self.env:
             check_env_pair(key, value)
+        _check_hang_settings(dict(self.env))
 
     @property
     def time_seconds(self) -> int | None:
@@ -226,6 +227,15 @@ def check_env_pair(key: str, value: str) -> None:
     if not isinstance(value, str) or "\0" in value:
         raise SpecError(f"environment value for {key} must be a string without NUL bytes",
                         "pass the value as text: --env KEY=VALUE")
+
+
+def _check_hang_settings(env: dict[str, str]) -> None:
+    """The hang watch's knobs are read on every rank: a bad one is refused here, not there."""
+    try:
+        timeouts.HangSettings.from_env(env)
+    except ConfigError as error:
+        raise SpecError(f"--env {error.message}", error.hint,
+                        field="env") from None
 
 
 def parse_env_assignment(text: str) -> tuple[str, str]:

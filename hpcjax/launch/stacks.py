@@ -90,12 +90,13 @@ def summary(frames: tuple) -> str:
     return f"{first[0]} ({first[1]}:{first[2]})" + (f" <- {caller[0]} ({caller[1]}:{caller[2]})" if caller else "")
 
 
-def report(job_id: str, entries: list[dict], seconds: float, all_threads: bool = False) -> str:
+def report(job_id: str, entries: list[dict], seconds: float | None, all_threads: bool = False) -> str:
     """The grouped stacks as text, the odd groups first, then what could not be read."""
     found = groups(entries, all_threads)
     answered = sum(len(r) for r, _ in found)
-    hosts = {e["rank"]: e["host"] for e in entries if "rank" in e}
-    lines = [f"job {job_id}: stacks of {answered} rank(s) in {len(found)} group(s), taken in {seconds:.1f} s"]
+    hosts = {e["rank"]: e.get("host", "?") for e in entries if "rank" in e}
+    taken = f", taken in {seconds:.1f} s" if seconds is not None else ""
+    lines = [f"job {job_id}: stacks of {answered} rank(s) in {len(found)} group(s){taken}"]
     for ranks, sig in found:
         where = ", ".join(sorted({hosts[r] for r in ranks}))
         lines.append(f"\nranks {ranges(ranks)} ({where}): {summary(sig[0][1]) if sig else ''}")

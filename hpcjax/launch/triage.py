@@ -26,11 +26,15 @@ def _cause(name: str, pattern: str, hint: str) -> Cause:
     return Cause(name, re.compile(pattern, re.IGNORECASE), hint)
 
 
+HANG_HINT = ("the ranks were alive but stopped making progress: the stacks show where each waited "
+             "(`hpcjax stacks JOBID` shows them while a job runs). The hang watch's timeout adapts to the "
+             "steps; its knobs are HPCJAX_HANG_FLOOR, HPCJAX_HANG_CEILING and HPCJAX_HANG_FACTOR (README, Failures)")
+
 CAUSES = (
-    _cause("frozen rank", r"stopped sending heartbeats|heartbeat timeout|no training step finished for",
-           "a rank stopped answering (stopped with SIGSTOP, stuck in a collective, swapping, or its node lost): "
-           "see its log and the node's state; the bounds are HPCJAX_HEARTBEAT_TIMEOUT (default 60 s) and, "
-           "for training steps, HPCJAX_STEP_TIMEOUT (default 1800 s)"),
+    _cause("hang", r"hpcjax: process \d+ on \S+: no progress for \d+ s", HANG_HINT),
+    _cause("frozen rank", r"stopped sending heartbeats|heartbeat timeout",
+           "a rank stopped answering (stopped with SIGSTOP, swapping, or its node lost): see its log and the "
+           "node's state; the bound is HPCJAX_HEARTBEAT_TIMEOUT (default 60 s)"),
     _cause("coordinator unreachable",
            r"does not resolve here|cannot reach the coordinator|failed to connect to all addresses|"
            r"Name or service not known|DNS resolution failed",

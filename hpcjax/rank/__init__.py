@@ -8,9 +8,13 @@ launch side.
 
     from hpcjax.rank import initialize
     denv = initialize()   # first thing in a training script
+    for step in ...:
+        progress(step)    # the hang watch: a job whose ranks stop calling this ends by itself
 """
 
-__all__ = ["initialize"]
+from hpcjax.rank.hangwatch import hold, progress
+
+__all__ = ["initialize", "progress", "hold"]
 
 
 def __getattr__(name: str):

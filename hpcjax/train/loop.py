@@ -28,7 +28,7 @@ from hpcjax.train.pace import PaceMeter
 from hpcjax.train.pipeline import bubble_fraction
 from hpcjax.train.shardings import describe_mesh
 from hpcjax.train.step import StepProgram, build_program, learning_rate, node_of
-from hpcjax.train.stop import StepWatchdog, StopRequest, coordination_client, step_timeout_s
+from hpcjax.train.stop import StepProgress, StopRequest, coordination_client
 from hpcjax.contract import node_name
 
 
@@ -52,11 +52,11 @@ def train(cfg: TrainConfig) -> dict:
     writer = open_record(cfg, run, start, resumed)
     pace = PaceMeter(coordination_client(), node_name(), cfg.pace_every, start, cfg.profile_range()) \
         if jax.process_count() > 1 else None  # which rank the others wait for
-    watchdog = StepWatchdog(step_timeout_s(), jax.process_index())
-    # Outermost first: the watchdog's beat comes last, the pace capture ends after the writer.
-    stages = [s for s in (watchdog, pace, writer, StepProfiler(cfg.profile_range(), run.path, cfg.profile_all_ranks))
+    watch = StepProgress()
+    # Outermost first: the step is progress before anything else, the pace capture ends after the writer.
+    stages = [s for s in (watch, pace, writer, StepProfiler(cfg.profile_range(), run.path, cfg.profile_all_ranks))
               if s is not None]
-    end_step = StepEnd(cfg, start, StopRequest(), pace, writer, checkpoints, watchdog)
+    end_step = StepEnd(cfg, start, StopRequest(), pace, writer, checkpoints, watch)
     batches = program.batches(data.Batches(train_tokens, cfg.model.seq_len, cfg.batch_size, cfg.seed), start)
     done, step_fn = start, None
     try:
@@ -76,6 +76,7 @@ def train(cfg: TrainConfig) -> dict:
             if end_step(done, state):
                 break
         writer.flush()
+        watch.close()  # the final evaluation is not a step
         val_loss = None if end_step.stopped_early else program.validation_loss(val_tokens, state["params"])
         writer.write_event({"step": done, "val_loss": val_loss, "stopped_early": end_step.stopped_early})
     finally:
@@ -146,9 +147,9 @@ class StepEnd:
     the run stops early, whatever --checkpoint-every is)."""
 
     def __init__(self, cfg: TrainConfig, start: int, stop: StopRequest, pace: PaceMeter | None,
-                 writer: RecordWriter, checkpoints: Checkpoints, watchdog: StepWatchdog) -> None:
+                 writer: RecordWriter, checkpoints: Checkpoints, watch: StepProgress) -> None:
         self.cfg, self.start, self.stop, self.pace = cfg, start, stop, pace
-        self.writer, self.checkpoints, self.watchdog = writer, checkpoints, watchdog
+        self.writer, self.checkpoints, self.watch = writer, checkpoints, watch
         self.stopped_early = False
 
     def __call__(self, done: int, state) -> bool:
@@ -162,10 +163,10 @@ class StepEnd:
             return False
         self.stopped_early = (last_of_run or warned) and done < self.cfg.steps
         self.writer.flush()  # this step's record, timed before the save pauses the loop
-        saved = self.checkpoints.every > 0 and self.checkpoints.save(
-            done, state, data_position=done, force=self.stopped_early or done == self.cfg.steps)
+        with self.watch.hold():  # a save is a pause on purpose
+            saved = self.checkpoints.every > 0 and self.checkpoints.save(
+                done, state, data_position=done, force=self.stopped_early or done == self.cfg.steps)
         self.writer.restart_clock()
-        self.watchdog.beat()
         if self.stopped_early:
             self.stop.leave_marker(done)
             say(f"stopping after step {done} " + ("(checkpoint saved); run again to resume" if saved

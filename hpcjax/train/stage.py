@@ -1,5 +1,5 @@
 """A stage of the training loop: one concern (the record, the profiler, the pace captures,
-the watchdog) with hooks around every step. The loop calls the stages' `before_step` in
+the hang watch's progress) with hooks around every step. The loop calls the stages' `before_step` in
 order, takes the step, then their `after_step` in reverse order, like nested `with`
 blocks: a stage that starts something before the step ends it after the stages inside it.
 """

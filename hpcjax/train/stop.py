@@ -15,23 +15,15 @@ so the batch script can requeue the job (`--requeue N`).
 
 from __future__ import annotations
 
-import faulthandler
 import os
 import signal
-import sys
-import threading
-import time
 from pathlib import Path
 
 import jax
 
 from hpcjax.contract import STOP_MARKER_ENV
-from hpcjax.errors import ConfigError
+from hpcjax.rank import hangwatch
 from hpcjax.train.stage import Stage
-
-STEP_TIMEOUT_ENV = "HPCJAX_STEP_TIMEOUT"
-DEFAULT_STEP_TIMEOUT_S = 1800  # longer than any compile, save or evaluation should take
-STUCK_EXIT_CODE = 124  # what `timeout` returns: the process ended itself for taking too long
 
 BARRIER_TIMEOUT_MS = 10 * 60 * 1000  # a rank that never comes is ended by srun long before
 
@@ -77,46 +69,19 @@ class StopRequest:
             Path(path).write_text(f"stopped after step {step}\n")
 
 
-def step_timeout_s(environ=os.environ) -> int:
-    value = environ.get(STEP_TIMEOUT_ENV, "")
-    if not value:
-        return DEFAULT_STEP_TIMEOUT_S
-    if not value.isdigit():
-        raise ConfigError(f"{STEP_TIMEOUT_ENV}={value!r} is not a whole number of seconds",
-                          f"e.g. {STEP_TIMEOUT_ENV}=900; 0 turns the watchdog off")
-    return int(value)
+class StepProgress(Stage):
+    """The start of every step is progress for the hang watch (hpcjax.rank.hangwatch): a job
+    whose ranks stop starting steps ends by itself, naming the rank that held it. Checkpoint
+    saves go inside `hold()`; after the last step the watch is closed."""
 
+    def __init__(self) -> None:
+        self.watch = hangwatch.watch()
 
-class StepWatchdog(Stage):
-    """Ends this process when no step finishes for `timeout_s`: a rank stuck in a collective
-    whose peers still send heartbeats would otherwise hold the job until its time limit.
-    It prints what every thread was doing, then exits with STUCK_EXIT_CODE, so srun ends
-    the other ranks and the report shows why."""
+    def before_step(self, step: int) -> None:
+        self.watch.progress(step)
 
-    def __init__(self, timeout_s: int, process: int) -> None:
-        self.timeout_s, self.process = timeout_s, process
-        self.last, self.step = time.monotonic(), None
-        self._done = threading.Event()
-        if timeout_s > 0:
-            threading.Thread(target=self._watch, name="hpcjax-step-watchdog", daemon=True).start()
-
-    def beat(self, step: int | None = None) -> None:
-        """A step (or a long pause on purpose: compile, save, evaluation) has finished."""
-        self.last, self.step = time.monotonic(), step if step is not None else self.step
-
-    def after_step(self, step: int, learning_rate: float, metrics) -> None:
-        self.beat(step)
+    def hold(self):
+        return self.watch.hold()
 
     def close(self) -> None:
-        self._done.set()
-
-    def _watch(self) -> None:
-        while not self._done.wait(min(10.0, self.timeout_s / 4)):
-            idle = time.monotonic() - self.last
-            if idle >= self.timeout_s:
-                print(f"hpcjax: process {self.process}: no training step finished for {idle:.0f} s "
-                      f"(the last step begun: {self.step}); ending this process so the job does not hang "
-                      f"({STEP_TIMEOUT_ENV}={self.timeout_s}). Every thread's stack:", file=sys.stderr, flush=True)
-                faulthandler.dump_traceback(file=sys.stderr, all_threads=True)
-                sys.stderr.flush()
-                os._exit(STUCK_EXIT_CODE)
+        self.watch.close()

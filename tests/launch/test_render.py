@@ -272,3 +272,34 @@ def test_the_coordinator_port_moves_with_each_attempt_in_bash_and_python_alike()
         ports.append(python)
     assert ports[0] == derived_port(1234, 3)  # a first attempt keeps the port it always had
     assert len(set(ports[:4])) == 4 and all(a != b for a, b in zip(ports, ports[1:]))
+
+
+@pytest.mark.parametrize("job_flags, ceiling, expected", [
+    ("", "", "--xla_gpu_nccl_termination_timeout_seconds=1860"),
+    ("--xla_dump_to=/tmp/d", "600", "--xla_gpu_nccl_termination_timeout_seconds=660 --xla_dump_to=/tmp/d"),
+    ("--xla_gpu_nccl_termination_timeout_seconds=99", "", "--xla_gpu_nccl_termination_timeout_seconds=99"),
+])
+def test_on_gpu_nodes_xla_ends_a_collective_nobody_joins_after_the_hang_watch(tmp_path, job_flags, ceiling,
+                                                                                expected):
+    """XLA's NCCL termination timeout follows HPCJAX_HANG_CEILING (plus the watch's grace), only where
+    a GPU driver is (/dev/nvidiactl; a file stands in for it here), and a value the job's XLA_FLAGS
+    already has wins. Run under bash: the line as rendered."""
+    env = (("HPCJAX_HANG_CEILING", ceiling),) if ceiling else ()
+    text = render_sbatch(JobSpec(command=("python", "t.py"), layout=Layout(nodes=2, gpus_per_node=4), env=env))
+    [line] = [line for line in text.splitlines() if "xla_gpu_nccl_termination_timeout_seconds=" in line
+              and line.startswith("if ")]
+    driver = tmp_path / "nvidiactl"
+    for present in (True, False):
+        if present:
+            driver.touch()
+        elif driver.exists():
+            driver.unlink()
+        done = subprocess.run(["bash", "-c", line.replace("/dev/nvidiactl", str(driver)) + '; echo "[$XLA_FLAGS]"'],
+                              capture_output=True, text=True, env={"PATH": os.environ["PATH"], "XLA_FLAGS": job_flags})
+        assert done.stdout == f"[{expected if present else job_flags}]\n", done.stderr
+
+
+def test_the_hang_watch_off_renders_no_xla_timeout():
+    text = render_sbatch(JobSpec(command=("python", "t.py"), env=(("HPCJAX_HANG_CEILING", "0"),)))
+    assert "xla_gpu_nccl_termination_timeout_seconds" not in text
+    assert 'rm -f "$HPCJAX_LOG_DIR/${SLURM_JOB_ID}-hang" "$HPCJAX_LOG_DIR/${SLURM_JOB_ID}-rank"*.hang.json' in text

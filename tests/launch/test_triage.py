@@ -16,8 +16,8 @@ to debug further."""
 
 TABLE = [
     ("frozen rank", HEARTBEATS),
-    ("frozen rank", "hpcjax: process 2: no training step finished for 1805 s (the last step begun: 41); ending "
-                    "this process so the job does not hang (HPCJAX_STEP_TIMEOUT=1800). Every thread's stack:"),
+    ("hang", "hpcjax: process 2 on node7: no progress for 31 s at step 41 (timeout 30 s = 5 x the longest "
+             "interval 6.0 s, within floor 30 s and ceiling 1800 s); ending the job so it does not hang"),
     ("coordinator unreachable", "error: process 3 on vm: the coordinator host 'nosuchnode.invalid' does not resolve "
                                 "here: name not known (Name or service not known)"),
     ("coordinator unreachable", "hpcjax: process 5: cannot reach the coordinator at node1:10624 yet: timed out "

@@ -127,23 +127,3 @@ def test_a_warning_to_one_process_stops_both_at_the_same_step_on_the_local_backe
     assert f"stopping after step {last['step']} (checkpoint saved)" in run.logs(rank=0)
 
 
-def test_the_step_watchdog_ends_a_process_whose_steps_stop(tmp_path):
-    """A process whose training steps stop finishing (stuck in a collective) ends itself
-    after HPCJAX_STEP_TIMEOUT with its threads' stacks, instead of holding the job."""
-    program = ("import time\nfrom hpcjax.train.stop import StepWatchdog, step_timeout_s\n"
-               "dog = StepWatchdog(step_timeout_s(), 2)\ndog.beat(41)\n"
-               "def stuck_in_a_collective():\n    time.sleep(60)\nstuck_in_a_collective()\n")
-    result = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=60,
-                            env={**os.environ, "HPCJAX_STEP_TIMEOUT": "2"})
-    assert result.returncode == 124
-    assert re.search(r"process 2: no training step finished for [23] s \(the last step begun: 41\)", result.stderr)
-    assert "stuck_in_a_collective" in result.stderr  # the stack says where it hung
-
-
-def test_a_bad_step_timeout_is_refused():
-    from hpcjax.errors import ConfigError
-    from hpcjax.train.stop import step_timeout_s
-
-    assert step_timeout_s({}) == 1800 and step_timeout_s({"HPCJAX_STEP_TIMEOUT": "0"}) == 0
-    with pytest.raises(ConfigError, match="HPCJAX_STEP_TIMEOUT='ten'"):
-        step_timeout_s({"HPCJAX_STEP_TIMEOUT": "ten"})

@@ -1,0 +1,87 @@
+"""A hung job's evidence, for the failure report: what the hang watch (hpcjax.rank.hangwatch)
+left in the log directory (the marker, and each rank's last step and stacks) turned into the
+rank(s) that held the others.
+
+The rank to blame is the one that did not reach the step the others reached; when every
+rank that answered stopped at the same step, the one whose stack differs from the rest
+(a rank asleep while the others wait in a collective); failing both, the ranks that did not
+answer at all (a process holding Python's lock in native code cannot run its watch).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from hpcjax import contract
+from hpcjax.launch import stacks
+
+
+@dataclass(frozen=True)
+class Hang:
+    entries: tuple[dict, ...]  # the ranks that answered, by rank
+    silent: tuple[int, ...]  # the ranks that wrote nothing
+    held_by: tuple[int, ...]  # the rank(s) the others waited for
+    why: str  # why those: "did not reach step 12, which ranks 0-2,4-7 reached"
+    seen_by: str  # the rank that saw the hang, with its words on the timeout
+
+    def reason(self, rank: int) -> str:
+        entry = next((e for e in self.entries if e["rank"] == rank), None)
+        where = f"; its stack: {stacks.summary(stacks.signature(entry, False)[0][1])}" if entry and \
+            entry.get("threads") else ""
+        return f"hung: {self.why}{where}"
+
+    def stacks_text(self, job_id: str) -> str:
+        text = stacks.report(job_id, list(self.entries), None)
+        if self.silent:
+            text += (f"\nranks {stacks.ranges(list(self.silent))} left no stacks (ended before the others "
+                     "had written theirs, or stuck in native code holding Python's lock)\n")
+        return text
+
+
+def read(log_dir: Path, job_id: str, read_text) -> Hang | None:
+    """The hang of job_id's last attempt, or None when its watch saw none."""
+    marker = _json(read_text(str(contract.hang_marker_path(log_dir, job_id))))
+    if marker is None:
+        return None
+    ranks = marker.get("ranks") if isinstance(marker.get("ranks"), int) else 0
+    entries = []
+    for rank in range(ranks):
+        entry = _json(read_text(str(contract.rank_hang_path(log_dir, job_id, rank))))
+        if entry is not None and entry.get("rank") == rank and isinstance(entry.get("threads", []), list):
+            entries.append(entry)
+    return judge(entries, ranks, marker)
+
+
+def judge(entries: list[dict], ranks: int, marker: dict) -> Hang:
+    answered = {e["rank"] for e in entries}
+    silent = tuple(r for r in range(ranks) if r not in answered)
+    steps = {e["rank"]: e["step"] for e in entries if isinstance(e.get("step"), int)}
+    found = stacks.groups(entries)
+    if len(set(steps.values())) > 1:
+        top = max(steps.values())
+        held_by = tuple(sorted(r for r, s in steps.items() if s < top))
+        behind = ", ".join(f"rank {r} at step {steps[r]}" for r in held_by)
+        why = (f"did not reach step {top}, which rank(s) {stacks.ranges(sorted(r for r in steps if steps[r] == top))} "
+               f"reached ({behind})")
+    elif len(found) > 1 and len(found[0][0]) < len(found[-1][0]):
+        held_by = tuple(found[0][0])
+        why = (f"stuck elsewhere than the others, which wait in "
+               f"{stacks.summary(found[-1][1][0][1]) if found[-1][1] else 'the same place'}")
+    elif silent:
+        held_by, why = silent, "did not answer the hang watch, while the others did"
+    else:
+        held_by, why = (), ""
+    seen = next((e for e in entries if e["rank"] == marker.get("rank")), {})
+    seen_by = (f"rank {marker.get('rank')} on {marker.get('host', '?')} saw no progress for "
+               f"{seen.get('idle_s', '?')} s (timeout {seen.get('timeout_s', '?')} s)")
+    return Hang(tuple(sorted(entries, key=lambda e: e["rank"])), silent, held_by, why, seen_by)
+
+
+def _json(text: str | None) -> dict | None:
+    try:
+        value = json.loads(text) if text else None
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None

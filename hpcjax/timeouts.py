@@ -1,0 +1,93 @@
+"""The hang watch's timeout: one rule, read from the job's variables on both sides.
+
+The rank side (hpcjax.rank.hangwatch) ends a job whose ranks stop making progress; the
+login side checks the variables before anything is submitted and renders XLA's NCCL
+timeout to match. Standard library only (imported in every room).
+
+The timeout adapts to the job, as NVIDIA's resiliency extension computes its own from
+observed intervals: until WARMUP intervals have been seen after the first (which holds the
+compilation), it is the ceiling; then FACTOR times the longest interval seen so far, never
+below the floor nor above the ceiling. A slow evaluation every 20 steps raises the longest
+interval once it has been seen: the floor must exceed any pause the job makes before that.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+
+from hpcjax.errors import ConfigError
+
+FLOOR_ENV = "HPCJAX_HANG_FLOOR"
+CEILING_ENV = "HPCJAX_HANG_CEILING"
+FACTOR_ENV = "HPCJAX_HANG_FACTOR"
+FIXED_ENV = "HPCJAX_STEP_TIMEOUT"  # the older fixed timeout: floor = ceiling = its value, 0 is off
+NAMES = (FLOOR_ENV, CEILING_ENV, FACTOR_ENV, FIXED_ENV)
+DEFAULT_FLOOR_S, DEFAULT_CEILING_S, DEFAULT_FACTOR = 300.0, 1800.0, 5.0
+WARMUP = 3  # intervals after the first before the timeout follows them
+GRACE_S = 15.0  # how long the first rank to see a hang waits for every rank's stacks
+# XLA's own bound on a collective that a rank never enters (GPU only); the hang watch fires first.
+NCCL_TIMEOUT_FLAG = "xla_gpu_nccl_termination_timeout_seconds"
+KNOBS_HINT = (f"{FLOOR_ENV} (default {DEFAULT_FLOOR_S:.0f} s), {CEILING_ENV} (default {DEFAULT_CEILING_S:.0f} s; "
+              f"0 turns the watch off), {FACTOR_ENV} (default {DEFAULT_FACTOR:g})")
+
+
+@dataclass(frozen=True)
+class HangSettings:
+    floor_s: float = DEFAULT_FLOOR_S
+    ceiling_s: float = DEFAULT_CEILING_S
+    factor: float = DEFAULT_FACTOR
+
+    @property
+    def off(self) -> bool:
+        return self.ceiling_s <= 0
+
+    def timeout(self, intervals: int, longest: float) -> float:
+        """Seconds without progress that make a hang, after `intervals` intervals between progress
+        calls of which the longest after the first took `longest` seconds."""
+        if self.off:
+            return math.inf
+        if intervals <= WARMUP:
+            return self.ceiling_s
+        return min(self.ceiling_s, max(self.floor_s, self.factor * longest))
+
+    def explain(self, intervals: int, longest: float) -> str:
+        """How timeout() came to its value, for the message that ends a job."""
+        value = self.timeout(intervals, longest)
+        if intervals <= WARMUP:
+            return f"{value:.0f} s: the ceiling ({CEILING_ENV}), as fewer than {WARMUP + 1} intervals were seen"
+        return (f"{value:.0f} s = {self.factor:g} x the longest interval {longest:.1f} s, within floor "
+                f"{self.floor_s:.0f} s and ceiling {self.ceiling_s:.0f} s")
+
+    @property
+    def nccl_timeout_s(self) -> int | None:
+        """XLA's NCCL termination timeout to render on GPU nodes: after the watch would have ended the job."""
+        return None if self.off else int(self.ceiling_s + 4 * GRACE_S)
+
+    @classmethod
+    def from_env(cls, environ=os.environ) -> "HangSettings":
+        fixed = environ.get(FIXED_ENV, "")
+        if fixed:
+            seconds = _number(FIXED_ENV, fixed, DEFAULT_CEILING_S, minimum=0)
+            return cls(floor_s=seconds, ceiling_s=seconds)
+        floor = _number(FLOOR_ENV, environ.get(FLOOR_ENV, ""), DEFAULT_FLOOR_S, minimum=1)
+        ceiling = _number(CEILING_ENV, environ.get(CEILING_ENV, ""), DEFAULT_CEILING_S, minimum=0)
+        factor = _number(FACTOR_ENV, environ.get(FACTOR_ENV, ""), DEFAULT_FACTOR, minimum=1)
+        if 0 < ceiling < floor:
+            raise ConfigError(f"{CEILING_ENV}={ceiling:g} is below {FLOOR_ENV}={floor:g}",
+                              f"the ceiling bounds the timeout from above: give it at least the floor ({KNOBS_HINT})")
+        return cls(floor_s=floor, ceiling_s=ceiling, factor=factor)
+
+
+def _number(name: str, text: str, default: float = 0.0, *, minimum: float) -> float:
+    if not text:
+        return default
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value < minimum:
+        raise ConfigError(f"{name}={text!r} is not a number of at least {minimum:g}",
+                          f"e.g. {name}={default:g}; the hang watch reads {KNOBS_HINT}")
+    return value

@@ -1,0 +1,167 @@
+"""The hang watch (issue 27, part 2): the adaptive timeout, a stuck process ending itself with
+its stack, and on the local backend (real multi-process JAX on this CPU, a real collective
+every step) a job whose rank 3 stops before step 12 ends by itself, naming rank 3 and showing
+its stack apart from the others'. tests/launch/test_hang_cluster.py runs `hpcjax train` and a
+Trainer on the dev cluster."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import run_hpcjax
+from hpcjax import timeouts
+from hpcjax.errors import ConfigError
+from hpcjax.launch import submit
+from hpcjax.launch.spec import JobSpec, Layout
+from hpcjax.timeouts import HangSettings
+
+# Every rank takes steps of about 0.2 s, each ending in a collective over all processes.
+# MODE "behind": rank 3 sleeps before it starts step 12 (the others wait in step 12's
+# collective); "same": it says it started step 12, then sleeps; "irregular": nobody hangs, but
+# every 20th step has a 2.5 s evaluation and step 30 a 6 s save inside hold().
+PROGRAM = """
+import sys, time
+import numpy as np
+from jax.experimental import multihost_utils
+from hpcjax.rank import hold, initialize, progress
+denv = initialize()
+mode, rank = sys.argv[1], denv.process_id
+def load_next_batch():
+    time.sleep(3600)
+def all_reduce(step):
+    return multihost_utils.process_allgather(np.int32(step)).sum()
+for step in range(40 if mode == "irregular" else 1000):
+    if mode == "behind" and rank == 3 and step == 12:
+        load_next_batch()
+    progress(step)
+    if mode == "same" and rank == 3 and step == 12:
+        load_next_batch()
+    time.sleep(0.2)
+    all_reduce(step)
+    if mode == "irregular" and step % 20 == 19:
+        time.sleep(2.5)  # an evaluation, seen as one long interval
+    if mode == "irregular" and step == 30:
+        with hold():
+            time.sleep(6)  # a checkpoint save: longer than the timeout, but on purpose
+print("finished", rank, flush=True)
+"""
+FAST = {"HPCJAX_HANG_FLOOR": "4", "HPCJAX_HANG_CEILING": "60"}
+
+
+@pytest.mark.parametrize("intervals, longest, expected", [
+    (0, 0.0, 1800.0),  # nothing seen yet: the ceiling (the first interval holds the compile)
+    (3, 0.1, 1800.0),  # still warming up
+    (4, 0.1, 300.0),  # fast steps: the floor
+    (4, 100.0, 500.0),  # 5 x the longest interval
+    (50, 1000.0, 1800.0),  # never above the ceiling
+])
+def test_the_timeout_is_a_multiple_of_the_longest_interval_within_floor_and_ceiling(intervals, longest, expected):
+    assert HangSettings().timeout(intervals, longest) == expected
+
+
+def test_the_knobs_and_the_older_fixed_timeout():
+    assert HangSettings.from_env({"HPCJAX_HANG_FLOOR": "20", "HPCJAX_HANG_FACTOR": "3"}).timeout(9, 10.0) == 30
+    fixed = HangSettings.from_env({"HPCJAX_STEP_TIMEOUT": "90"})
+    assert fixed.timeout(0, 0) == fixed.timeout(20, 1.0) == fixed.timeout(20, 500.0) == 90
+    assert HangSettings.from_env({"HPCJAX_HANG_CEILING": "0"}).off
+    assert HangSettings.from_env({}).nccl_timeout_s == 1800 + 4 * timeouts.GRACE_S
+    assert HangSettings.from_env({"HPCJAX_HANG_CEILING": "0"}).nccl_timeout_s is None
+
+
+@pytest.mark.parametrize("env, words", [
+    ({"HPCJAX_HANG_FLOOR": "ten"}, "HPCJAX_HANG_FLOOR='ten' is not a number of at least 1"),
+    ({"HPCJAX_HANG_FACTOR": "0.5"}, "HPCJAX_HANG_FACTOR='0.5' is not a number of at least 1"),
+    ({"HPCJAX_HANG_CEILING": "nan"}, "HPCJAX_HANG_CEILING='nan'"),
+    ({"HPCJAX_HANG_CEILING": "10"}, "HPCJAX_HANG_CEILING=10 is below HPCJAX_HANG_FLOOR=300"),
+    ({"HPCJAX_STEP_TIMEOUT": "-1"}, "HPCJAX_STEP_TIMEOUT='-1'"),
+])
+def test_a_bad_knob_is_refused_on_the_rank_and_before_submitting(env, words, tmp_path):
+    with pytest.raises(ConfigError, match=words.replace("(", r"\(")):
+        HangSettings.from_env(env)
+    [(key, value)] = env.items()
+    done = run_hpcjax("render", "-o", str(tmp_path / "job.sh"), "--env", f"{key}={value}", "--", "python", "t.py")
+    assert done.returncode == 2 and words in done.stderr and "hint:" in done.stderr
+    assert not (tmp_path / "job.sh").exists()
+
+
+def run_alone(program: str, env: dict, tmp_path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, **env, "SLURM_JOB_ID": "77", "SLURM_PROCID": "2", "SLURM_NTASKS": "1",
+                               "HPCJAX_LOG_DIR": str(tmp_path)})
+
+
+def test_a_process_whose_progress_stops_ends_itself_and_leaves_its_stack(tmp_path):
+    program = ("import time\nfrom hpcjax.rank import progress\nfor s in range(10):\n    progress(s)\n"
+               "    time.sleep(0.05)\ndef stuck_in_a_collective():\n    time.sleep(60)\nstuck_in_a_collective()\n")
+    started = time.monotonic()
+    done = run_alone(program, {"HPCJAX_HANG_FLOOR": "1", "HPCJAX_HANG_CEILING": "30"}, tmp_path)
+    assert done.returncode == 124, done.stderr
+    assert time.monotonic() - started < 30  # ended by the adaptive timeout (1 s), not the ceiling
+    assert "process 2 on" in done.stderr and "no progress for 1 s at step 9" in done.stderr
+    assert "in stuck_in_a_collective" in done.stderr and "hang-watch" not in done.stderr
+    marker = json.loads((tmp_path / "77-hang").read_text())
+    assert marker["rank"] == 2 and marker["ranks"] == 1
+    state = json.loads((tmp_path / "77-rank2.hang.json").read_text())
+    assert state["step"] == 9 and state["saw_hang"] and state["progress_calls"] == 10
+    assert state["threads"][0]["thread_name"] == "MainThread"
+    assert state["threads"][0]["frames"][0]["name"] == "stuck_in_a_collective"
+
+
+def test_a_pause_inside_hold_and_the_time_after_close_are_not_watched(tmp_path):
+    program = ("import time\nfrom hpcjax.rank import hangwatch, hold, progress\nfor s in range(8):\n"
+               "    progress(s)\n    time.sleep(0.05)\nwith hold():\n    time.sleep(3)\nprogress(8)\n"
+               "time.sleep(0.05)\nprogress(9)\nhangwatch.close()\ntime.sleep(3)\nprint('done')\n")
+    done = run_alone(program, {"HPCJAX_HANG_FLOOR": "1", "HPCJAX_HANG_CEILING": "30"}, tmp_path)
+    assert done.returncode == 0 and done.stdout == "done\n", done.stderr
+    assert not (tmp_path / "77-hang").exists()
+
+
+def local_job(tmp_path, mode: str):
+    spec = JobSpec(command=(sys.executable, "-c", PROGRAM, mode), layout=Layout(nodes=2, gpus_per_node=2),
+                   output_dir=str(tmp_path / "logs"), env=tuple(FAST.items()), time="00:05:00")
+    started = time.monotonic()
+    run = submit(spec, "local")
+    outcome = run.wait(progress=False)
+    return run, outcome, time.monotonic() - started
+
+
+@pytest.mark.jax
+def test_a_rank_that_does_not_reach_the_step_the_others_reached_is_named_with_its_stack(tmp_path, hpcjax_home):
+    run, outcome, seconds = local_job(tmp_path, "behind")
+    assert outcome.state == "FAILED" and outcome.exit_code == 124, outcome.report()
+    assert seconds < 60, outcome.report()  # steps of 0.2 s: the timeout is the floor (4 s), then the stacks
+    [held] = outcome.failed
+    assert (held.rank, held.host) == (3, "local1")
+    assert "hung: did not reach step 12, which rank(s) 0-2 reached (rank 3 at step 11)" in held.reason
+    assert "load_next_batch" in held.reason
+    assert outcome.stopped == (0, 1, 2) and outcome.stopped_by == "hpcjax's hang watch"
+    assert outcome.cause.cause == "hang"
+    report = outcome.report()
+    # the grouped stacks: rank 3 (the sleep) apart from, and before, the others (the collective)
+    assert report.index("ranks 3 (local1): load_next_batch") < report.index("ranks 0-2 (local0, local1): ")
+    assert "all_reduce" in report.split("ranks 0-2 (local0, local1): ")[1]
+    status = run_hpcjax("status", run.job_id, env={"HPCJAX_HOME": str(hpcjax_home)})
+    assert "likely cause: hang" in status.stdout + status.stderr and "rank 3 on local1" in status.stdout + status.stderr
+
+
+@pytest.mark.jax
+def test_a_rank_stuck_at_the_same_step_is_named_by_its_stack(tmp_path, hpcjax_home):
+    _, outcome, seconds = local_job(tmp_path, "same")
+    assert outcome.state == "FAILED" and seconds < 60, outcome.report()
+    [held] = outcome.failed
+    assert held.rank == 3 and "stuck elsewhere than the others, which wait in" in held.reason
+    assert "load_next_batch" in held.reason
+
+
+@pytest.mark.jax
+def test_a_healthy_job_with_slow_evaluations_and_a_long_save_is_not_ended(tmp_path, hpcjax_home):
+    run, outcome, _ = local_job(tmp_path, "irregular")
+    assert outcome.ok, outcome.report()
+    assert all(f"finished {r}" in run.logs() for r in range(4))
+    assert not (tmp_path / "logs" / f"{run.job_id}-hang").exists()
