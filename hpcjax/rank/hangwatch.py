@@ -69,6 +69,7 @@ class Watch:
         self.count = self.intervals = 0
         self.longest = 0.0
         self.last: float | None = None
+        self.last_wall = 0.0  # the same moment by the clock, for the report
         self.held = 0
         self._thread: threading.Thread | None = None
         self._stopped = threading.Event()
@@ -79,7 +80,7 @@ class Watch:
             self.intervals += 1
             if self.intervals > 1:  # the first holds the compilation
                 self.longest = max(self.longest, now - self.last)
-        self.last, self.count = now, self.count + 1
+        self.last, self.count, self.last_wall = now, self.count + 1, time.time()
         self.step = step if step is not None else self.count
         if self._thread is None and not self.settings.off:
             self._thread = threading.Thread(target=self._watch, name="hpcjax-hang-watch", daemon=True)
@@ -164,6 +165,7 @@ class Watch:
             return
         state = {"rank": self.rank, "host": self.host, "pid": os.getpid(), "attempt": self.attempt,
                  "step": self.step, "progress_calls": self.count, "idle_s": round(idle, 1),
+                 "last_progress_at": round(self.last_wall, 3),
                  "timeout_s": round(self.timeout(), 1), "saw_hang": seen_here,
                  "threads": threads}
         partial = path.with_name(path.name + f".{os.getpid()}.tmp")

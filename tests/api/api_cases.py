@@ -55,6 +55,22 @@ def list_data(path, suffix):
     return (type(path).__name__, path, sorted(os.listdir(path)), suffix, jax.process_count())
 
 
+def hang_on_rank_3(config):
+    """A Trainer loop: a collective of every rank each step, then a report; rank 3 blocks before
+    step 12's collective (sleeps) while the others wait in it."""
+    import numpy as np
+    from jax.experimental import multihost_utils
+
+    import jax
+
+    for step in range(1000):
+        if jax.process_index() == 3 and step == 12:
+            time.sleep(3600)
+        time.sleep(config["pause"])
+        total = multihost_utils.process_allgather(np.int32(step)).sum()
+        hpcjax.report({"step": step, "total": int(total)})
+
+
 EPOCHS, EVERY = 30, 5
 
 
@@ -262,3 +278,24 @@ def remote_example(backend: str, cwd: Path) -> None:
     assert lines[0] == "1000.0"
     losses = [float(line.split("final loss ")[1].split()[0]) for line in lines[1:]]
     assert len(losses) == 3 and all(0 < loss < 0.1 for loss in losses), lines
+
+
+def trainer_hang(backend: str, storage: Path, nodes: int, gpus: int, host: str) -> None:
+    """A Trainer run whose rank 3 hangs ends by itself: the report names rank 3 and shows its
+    stack (the sleep) apart from the others' (the collective), within 60 s of the hang."""
+    scaling = hpcjax.ScalingConfig(nodes=nodes, gpus_per_node=gpus, time="00:10:00",
+                                   env={"HPCJAX_HANG_FLOOR": "10", "HPCJAX_HANG_CEILING": "120"})
+    trainer = hpcjax.Trainer(hang_on_rank_3, train_loop_config={"pause": 0.3}, scaling_config=scaling,
+                             run_config=hpcjax.RunConfig(storage_path=str(storage), name="hang", backend=backend))
+    result = trainer.fit()
+    ended = time.time()
+    outcome = result.error.outcome
+    assert outcome.state == "FAILED" and outcome.cause.cause == "hang", outcome.report()
+    [held] = outcome.failed
+    assert (held.rank, held.host) == (3, host), outcome.report()
+    assert "stuck elsewhere than the others" in held.reason and "hang_on_rank_3" in held.reason
+    report = outcome.report()
+    assert report.index("ranks 3 (") < report.index(f"ranks 0-2,4-{nodes * gpus - 1} (")
+    hung_at = max(json.loads(p.read_text())["last_progress_at"]
+                  for p in (storage / "hang" / "logs").glob("*.hang.json"))
+    assert ended - hung_at < 60, (ended - hung_at, report)

@@ -38,3 +38,7 @@ def test_ctrl_c_cancels_the_job_and_says_so(tmp_path, hpcjax_home):
 
 def test_seed_003_examples_run_under_remote(tmp_path, hpcjax_home):
     api_cases.remote_example("local", tmp_path)
+
+
+def test_a_trainer_run_whose_rank_3_hangs_ends_by_itself_naming_it(tmp_path, hpcjax_home):
+    api_cases.trainer_hang("local", tmp_path, 2, 4, "local0")

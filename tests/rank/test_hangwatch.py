@@ -14,43 +14,14 @@ import time
 
 import pytest
 
-from conftest import run_hpcjax
+from conftest import DATA_DIR, run_hpcjax
 from hpcjax import timeouts
 from hpcjax.errors import ConfigError
 from hpcjax.launch import submit
 from hpcjax.launch.spec import JobSpec, Layout
 from hpcjax.timeouts import HangSettings
 
-# Every rank takes steps of about 0.2 s, each ending in a collective over all processes.
-# MODE "behind": rank 3 sleeps before it starts step 12 (the others wait in step 12's
-# collective); "same": it says it started step 12, then sleeps; "irregular": nobody hangs, but
-# every 20th step has a 2.5 s evaluation and step 30 a 6 s save inside hold().
-PROGRAM = """
-import sys, time
-import numpy as np
-from jax.experimental import multihost_utils
-from hpcjax.rank import hold, initialize, progress
-denv = initialize()
-mode, rank = sys.argv[1], denv.process_id
-def load_next_batch():
-    time.sleep(3600)
-def all_reduce(step):
-    return multihost_utils.process_allgather(np.int32(step)).sum()
-for step in range(40 if mode == "irregular" else 1000):
-    if mode == "behind" and rank == 3 and step == 12:
-        load_next_batch()
-    progress(step)
-    if mode == "same" and rank == 3 and step == 12:
-        load_next_batch()
-    time.sleep(0.2)
-    all_reduce(step)
-    if mode == "irregular" and step % 20 == 19:
-        time.sleep(2.5)  # an evaluation, seen as one long interval
-    if mode == "irregular" and step == 30:
-        with hold():
-            time.sleep(6)  # a checkpoint save: longer than the timeout, but on purpose
-print("finished", rank, flush=True)
-"""
+PROGRAM = str(DATA_DIR / "hang_program.py")  # the modes are described there
 FAST = {"HPCJAX_HANG_FLOOR": "4", "HPCJAX_HANG_CEILING": "60"}
 
 
@@ -123,7 +94,7 @@ def test_a_pause_inside_hold_and_the_time_after_close_are_not_watched(tmp_path):
 
 
 def local_job(tmp_path, mode: str):
-    spec = JobSpec(command=(sys.executable, "-c", PROGRAM, mode), layout=Layout(nodes=2, gpus_per_node=2),
+    spec = JobSpec(command=(sys.executable, PROGRAM, mode), layout=Layout(nodes=2, gpus_per_node=2),
                    output_dir=str(tmp_path / "logs"), env=tuple(FAST.items()), time="00:05:00")
     started = time.monotonic()
     run = submit(spec, "local")

@@ -1,0 +1,32 @@
+"""A plain script for the hang watch's tests (tests/rank/test_hangwatch.py, on the local backend,
+and tests/launch/test_hang_cluster.py): every rank takes steps of about 0.2 s, each ending in a
+collective over all processes, and calls hpcjax.rank.progress(step). argv[1] is the mode:
+"behind": rank 3 sleeps before it starts step 12 (the others wait in step 12's collective);
+"same": it says it started step 12, then sleeps; "irregular": nobody hangs, but every 20th step
+has a 2.5 s evaluation and step 30 a 6 s save inside hold(); "behind-once": "behind" in a
+job's first attempt only."""
+import os, sys, time
+import numpy as np
+from jax.experimental import multihost_utils
+from hpcjax.rank import hold, initialize, progress
+denv = initialize()
+mode, rank = sys.argv[1], denv.process_id
+def load_next_batch():
+    time.sleep(3600)
+def all_reduce(step):
+    return multihost_utils.process_allgather(np.int32(step)).sum()
+once = mode == "behind-once" and os.environ.get("SLURM_RESTART_COUNT", "0") == "0"  # the first attempt only
+for step in range(40 if mode in ("irregular", "behind-once") else 1000):
+    if (mode == "behind" or once) and rank == 3 and step == 12:
+        load_next_batch()
+    progress(step)
+    if mode == "same" and rank == 3 and step == 12:
+        load_next_batch()
+    time.sleep(0.2)
+    all_reduce(step)
+    if mode == "irregular" and step % 20 == 19:
+        time.sleep(2.5)  # an evaluation, seen as one long interval
+    if mode == "irregular" and step == 30:
+        with hold():
+            time.sleep(6)  # a checkpoint save: longer than the timeout, but on purpose
+print("finished", rank, flush=True)
