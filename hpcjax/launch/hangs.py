@@ -1,6 +1,7 @@
 """A hung job's evidence, for the failure report: what the hang watch (hpcjax.rank.hangwatch)
 left in the log directory (the marker, and each rank's last step and stacks) turned into the
-rank(s) that held the others.
+rank(s) that held the others, or, when every rank had finished its program and hung in
+the interpreter's exit handlers, that.
 
 The rank to blame is the one that did not reach the step the others reached; when every
 rank that answered stopped at the same step, the one whose stack differs from the rest
@@ -71,12 +72,22 @@ def judge(entries: list[dict], ranks: int, marker: dict) -> Hang:
                f"{stacks.summary(found[-1][1][0][1]) if found[-1][1] else 'the same place'}")
     elif silent:
         held_by, why = silent, "did not answer the hang watch, while the others did"
+    elif entries and not any(at_module_level(e) for e in entries):
+        held_by, why = (), ("every rank had finished its program, then hung at exit, in the interpreter's "
+                            "exit handlers (JAX's distributed shutdown runs there): the work was done")
     else:
-        held_by, why = (), ""
+        held_by, why = (), "every rank stopped at the same place"
     seen = next((e for e in entries if e["rank"] == marker.get("rank")), {})
     seen_by = (f"rank {marker.get('rank')} on {marker.get('host', '?')} saw no progress for "
                f"{seen.get('idle_s', '?')} s (timeout {seen.get('timeout_s', '?')} s)")
     return Hang(tuple(sorted(entries, key=lambda e: e["rank"])), silent, held_by, why, seen_by)
+
+
+def at_module_level(entry: dict) -> bool:
+    """Whether a rank's main thread was still inside its program (a `<module>` frame: a script,
+    `python -m`, `python -c`) rather than in the exit handlers that run after it."""
+    main = next((t for t in entry.get("threads", []) if t.get("thread_name") == "MainThread"), None)
+    return main is None or any(f.get("name") == "<module>" for f in main.get("frames", []))
 
 
 def _json(text: str | None) -> dict | None:

@@ -175,12 +175,13 @@ def analyze(job_id: str, state: str, events: list[TaskEvent], rank_log, *, job_e
         outcome = Outcome(job_id=job_id, state=state, exit_code=outcome.exit_code, failed=failed,
                           stopped=tuple(sorted(others)), stopped_by="JAX's coordination service")
     hang = hangs.read(Path(str(rank_log(0))).parent, job_id, read_text)
-    if hang is not None and hang.held_by:  # the ranks ended by the watch waited for these
+    if hang is not None:  # the ranks ended by the watch waited for these (if one stood out)
         failed = tuple(RankFailure(r, _host(hang, r, events), hang.reason(r), str(rank_log(r)), tail(r))
                        for r in hang.held_by)
+        note = hang.stacks_text(job_id) if failed else f"hung: {hang.why}\n{hang.stacks_text(job_id)}"
         outcome = Outcome(job_id=job_id, state=state, exit_code=outcome.exit_code, failed=failed,
                           stopped=tuple(r for r in range(len(hang.entries) + len(hang.silent)) if r not in hang.held_by),
-                          stopped_by="hpcjax's hang watch", note=hang.stacks_text(job_id))
+                          stopped_by="hpcjax's hang watch", note=note)
     # What the failed ranks, srun and the batch log say comes first; the other ranks' logs
     # mostly show the consequences (a peer's connection reset), so they only add.
     first = {k: v for k, v in texts.items() if k in ("batch log", "srun") or
@@ -189,8 +190,9 @@ def analyze(job_id: str, state: str, events: list[TaskEvent], rank_log, *, job_e
     if silent:  # the coordination service's word on who went quiet outranks every consequence
         findings.sort(key=lambda f: f.cause != "frozen rank")
     if hang is not None:  # so does the hang watch's
-        findings.insert(0, Finding("hang", f"{hang.seen_by}; {', '.join(f'rank {r}' for r in hang.held_by) or 'no rank'} "
-                                           f"{hang.why or 'stood out: every rank stopped at the same place'}", HANG_HINT))
+        blamed_text = ", ".join(f"rank {r}" for r in hang.held_by)
+        findings.insert(0, Finding("hang", f"{hang.seen_by}; {blamed_text + ' ' if blamed_text else ''}{hang.why}",
+                                   HANG_HINT))
     causes: dict[str, Finding] = {}
     for finding in findings:
         causes.setdefault(finding.cause, finding)  # each cause once, its first evidence kept

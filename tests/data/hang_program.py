@@ -4,7 +4,8 @@ collective over all processes, and calls hpcjax.rank.progress(step). argv[1] is 
 "behind": rank 3 sleeps before it starts step 12 (the others wait in step 12's collective);
 "same": it says it started step 12, then sleeps; "irregular": nobody hangs, but every 20th step
 has a 2.5 s evaluation and step 30 a 6 s save inside hold(); "behind-once": "behind" in a
-job's first attempt only."""
+job's first attempt only; "exit": every rank finishes its steps, then hangs at exit in an
+exit handler (as JAX's distributed shutdown was seen to)."""
 import os, sys, time
 import numpy as np
 from jax.experimental import multihost_utils
@@ -16,7 +17,12 @@ def load_next_batch():
 def all_reduce(step):
     return multihost_utils.process_allgather(np.int32(step)).sum()
 once = mode == "behind-once" and os.environ.get("SLURM_RESTART_COUNT", "0") == "0"  # the first attempt only
-for step in range(40 if mode in ("irregular", "behind-once") else 1000):
+def shutdown_that_never_returns():
+    time.sleep(3600)
+if mode == "exit":
+    import atexit
+    atexit.register(shutdown_that_never_returns)
+for step in range(40 if mode in ("irregular", "behind-once", "exit") else 1000):
     if (mode == "behind" or once) and rank == 3 and step == 12:
         load_next_batch()
     progress(step)

@@ -136,3 +136,14 @@ def test_a_healthy_job_with_slow_evaluations_and_a_long_save_is_not_ended(tmp_pa
     assert outcome.ok, outcome.report()
     assert all(f"finished {r}" in run.logs() for r in range(4))
     assert not (tmp_path / "logs" / f"{run.job_id}-hang").exists()
+
+
+@pytest.mark.jax
+def test_a_job_whose_ranks_all_finished_then_hung_at_exit_is_named_for_what_it_is(tmp_path, hpcjax_home):
+    """Every rank did its work, then hung in an exit handler (JAX's distributed shutdown runs
+    there): no rank is blamed, and the report says the work was done."""
+    _, outcome, seconds = local_job(tmp_path, "exit")
+    assert outcome.state == "FAILED" and outcome.failed == () and seconds < 60, outcome.report()
+    assert outcome.cause.cause == "hang"
+    assert "every rank had finished its program, then hung at exit" in outcome.cause.evidence
+    assert "ranks 0-3 (local0, local1): shutdown_that_never_returns" in outcome.report()
