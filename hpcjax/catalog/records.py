@@ -16,8 +16,12 @@ from hpcjax.errors import UsageError
 HOME_ENV = "HPCJAX_HOME"  # where hpcjax keeps its job records (default ~/.hpcjax)
 
 
+def home() -> Path:
+    return Path(os.environ.get(HOME_ENV) or Path.home() / ".hpcjax")
+
+
 def records_dir() -> Path:
-    return Path(os.environ.get(HOME_ENV) or Path.home() / ".hpcjax") / "jobs"
+    return home() / "jobs"
 
 
 def _path(job_id: str) -> Path:

@@ -1,6 +1,7 @@
 """The `hpcjax` command. Thin: parse, build a spec or find a job, call one step.
 
-Verbs by subject: jobs (render, submit, status, logs, cancel), fetch and tunnel, stacks, smoke, rank
+Verbs by subject: jobs (render, submit, status, logs, cancel), runs and relaunch, fetch and tunnel, stacks,
+smoke, rank
 (env, check: they run inside a job step), train, profile, container. Importing the CLI imports
 neither JAX nor jinja2 nor submitit: `hpcjax render` runs many times on login
 nodes and has to answer at once, and `hpcjax check` must start inside an image
@@ -20,6 +21,7 @@ from hpcjax.cli.options import Parser, join_dashed_values
 from hpcjax.cli.profile import add_profile_verb
 from hpcjax.cli.rank import add_rank_verbs
 from hpcjax.cli.report import add_report_verb
+from hpcjax.cli.runs import add_runs_verbs
 from hpcjax.cli.smoke import add_smoke_verb
 from hpcjax.cli.stacks import add_stacks_verb
 from hpcjax.cli.train import add_train_verb
@@ -51,6 +53,7 @@ def build_parser() -> Parser:
     add_report_verb(sub)
     add_fetch_verbs(sub)
     add_stacks_verb(sub)
+    add_runs_verbs(sub)
     return parser
 
 

@@ -25,6 +25,7 @@ from pathlib import Path
 from hpcjax import contract, shellword
 from hpcjax.catalog import records
 from hpcjax.errors import HpcjaxError, UsageError
+from hpcjax.launch import runs
 from hpcjax.launch.outcome import Outcome, TaskEvent, analyze
 from hpcjax.launch.run import Run, say
 from hpcjax.launch.spec import JobSpec
@@ -133,6 +134,8 @@ class LocalRun(Run):
         self.final = ""  # the state once every rank has ended (or the job was cancelled before starting)
         self.record = record  # set when attached from another process: its record is the news
         self.start_error = ""  # why the processes could not be started, if they could not
+        self.submitted = runs.submission(spec) if spec else {}  # what the catalog keeps of the submission
+        self.started_at = None  # time.time() of start(), for the catalog's attempt
         self.lock = threading.RLock()
 
     @classmethod
@@ -142,9 +145,12 @@ class LocalRun(Run):
                    layout=contract.Layout.from_dict(record["layout"]), record=record)
 
     def save_record(self, state: str) -> None:
-        records.save(self.job_id, {"backend": "local", "output_dir": str(self.log_dir),
-                                   "layout": self.layout.as_dict(), "state": state,
-                                   "pids": [p.pid for p in self.procs.values()]})
+        """The job's record and its row in the catalog of runs (launch.runs)."""
+        runs.record(self.job_id, {"backend": "local", "output_dir": str(self.log_dir),
+                                  "layout": self.layout.as_dict(), "state": state,
+                                  "pids": [p.pid for p in self.procs.values()], **self.submitted,
+                                  **({"started": self.started_at, "nodelist": f"local[0-{self.layout.nodes - 1}]"}
+                                     if self.started_at else {})})
 
     def start(self) -> None:
         """Start every rank (once); a job cancelled while pending never starts."""
@@ -165,6 +171,7 @@ class LocalRun(Run):
             except BaseException:
                 self.stop_all()
                 raise
+            self.started_at = time.time()
             self.save_record("RUNNING")
             _started_here.append(self)
 
@@ -207,8 +214,8 @@ class LocalRun(Run):
 
     def _end(self, state: str) -> str:
         self.stop_all()
-        records.update(self.job_id, state=state, causes=self.causes, note=self.start_error,
-                       exit_codes={r: p.returncode for r, p in self.procs.items()})
+        runs.update(self.job_id, state=state, causes=self.causes, note=self.start_error, ended=time.time(),
+                    exit_codes={r: p.returncode for r, p in self.procs.items()})
         return state
 
     def stop_all(self) -> None:

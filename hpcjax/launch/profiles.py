@@ -171,11 +171,26 @@ def build_spec(command, values: dict, defaults: dict | None = None):
     container = Container(runtime=runtime, image=v.get("image"), binds=tuple(v.get("binds", ())),
                           flags=tuple(v.get("container_flags", ())), cleanenv=bool(v.get("cleanenv")),
                           bind_hpcjax=v.get("bind_hpcjax", True))
-    simple = {k: v[k] for k in ("time", "job_name", "partition", "account", "qos", "constraint", "cpus_per_task",
-                                "mem", "exclusive", "output_dir", "requeue", "retry_failed", "template") if k in v}
+    simple = {k: v[k] for k in SIMPLE if k in v}
     return JobSpec(command=tuple(command), layout=layout, container=container, modules=tuple(v.get("modules", ())),
                    env=tuple(v.get("env", {}).items()), sbatch_lines=tuple(v.get("sbatch", ())),
                    prologue=tuple(v.get("prologue", ())), epilogue=tuple(v.get("epilogue", ())), **simple)
+
+
+SIMPLE = ("time", "job_name", "partition", "account", "qos", "constraint", "cpus_per_task", "mem", "exclusive",
+          "output_dir", "requeue", "retry_failed", "template")
+
+
+def values_of(spec: JobSpec) -> dict:
+    """The job options that build `spec` again (build_spec's inverse), as JSON can keep them:
+    what the catalog records so `hpcjax relaunch` submits the same job."""
+    container = spec.container
+    values = {**spec.layout.as_dict(), **{k: getattr(spec, k) for k in SIMPLE if getattr(spec, k) is not None},
+              "runtime": container.runtime, "image": container.image, "binds": list(container.binds),
+              "container_flags": list(container.flags), "cleanenv": container.cleanenv,
+              "bind_hpcjax": container.bind_hpcjax, "modules": list(spec.modules), "env": dict(spec.env),
+              "sbatch": list(spec.sbatch_lines), "prologue": list(spec.prologue), "epilogue": list(spec.epilogue)}
+    return {k: v for k, v in values.items() if v is not None}
 
 
 def cluster_of(values: dict, destination: str | None = None) -> Cluster | None:

@@ -1,0 +1,205 @@
+"""The catalog of runs: every job hpcjax submitted (CLI, smoke, Trainer, remote; both backends;
+any cluster), its attempts, state and last metrics, in one SQLite database under HPCJAX_HOME.
+
+SQLite from the standard library, in WAL mode with a busy timeout, so several hpcjax
+processes may write at once (a locked database is waited for, not failed on). The job
+records (`records`, one JSON file per job) stay the source a job is found by; the catalog is
+built from them and from what SLURM, the log directories and the run directories say, so it
+is never the only copy: a deleted or damaged database is rebuilt from those, and says so.
+A schema change is a new entry in MIGRATIONS; `PRAGMA user_version` says which have run.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import sys
+import time
+from pathlib import Path
+
+from hpcjax.catalog import records
+
+DB_NAME = "catalog.sqlite"
+BUSY_TIMEOUT_S = 10.0
+# Each entry brings a database from version i to i + 1.
+MIGRATIONS = (
+    """
+    CREATE TABLE runs (
+        key TEXT PRIMARY KEY, job_id TEXT NOT NULL, name TEXT, kind TEXT, backend TEXT,
+        cluster TEXT NOT NULL DEFAULT '', command TEXT, options TEXT,
+        output_dir TEXT, run_dir TEXT, workdir TEXT,
+        nodes INTEGER, gpus_per_node INTEGER, gpus_per_process INTEGER, partition TEXT,
+        submitted REAL, state TEXT, final INTEGER NOT NULL DEFAULT 0, exit_code INTEGER,
+        metrics TEXT, report TEXT, sweep TEXT, sweep_values TEXT, after TEXT);
+    CREATE TABLE attempts (
+        key TEXT NOT NULL, attempt INTEGER NOT NULL, start REAL, end REAL, state TEXT,
+        nodelist TEXT, gpus INTEGER, PRIMARY KEY (key, attempt));
+    CREATE INDEX runs_submitted ON runs (submitted);
+    CREATE INDEX runs_sweep ON runs (sweep);
+    """,
+)
+COLUMNS = ("job_id", "name", "kind", "backend", "cluster", "command", "options", "output_dir", "run_dir",
+           "workdir", "nodes", "gpus_per_node", "gpus_per_process", "partition", "submitted", "state", "final",
+           "exit_code", "metrics", "report", "sweep", "sweep_values", "after")
+JSON_COLUMNS = ("command", "options", "metrics", "sweep_values", "after")
+FINAL_STATES = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL", "BOOT_FAIL",
+                "DEADLINE", "PREEMPTED"}
+
+
+def path() -> Path:
+    return records.home() / DB_NAME
+
+
+def connect() -> sqlite3.Connection:
+    """The catalog, created (and filled from the job records) when it is missing, rebuilt when
+    it is damaged, migrated when it is older than this hpcjax."""
+    where = path()
+    where.parent.mkdir(parents=True, exist_ok=True)
+    fresh = not where.exists()
+    try:
+        conn = _open(where)
+    except sqlite3.DatabaseError as error:  # not a database, or damaged beyond reading
+        aside = where.with_name(f"{DB_NAME}.damaged-{int(time.time())}")
+        where.replace(aside)
+        for suffix in ("-wal", "-shm"):
+            where.with_name(DB_NAME + suffix).unlink(missing_ok=True)
+        print(f"hpcjax: the catalog {where} was damaged ({error}); moved to {aside.name} and rebuilt from the "
+              "job records, the log directories and SLURM", file=sys.stderr)
+        conn, fresh = _open(where), True
+    if fresh:
+        imported = import_records(conn)
+        if imported and where.exists():
+            print(f"hpcjax: made the catalog of runs {where} from {imported} job record(s)", file=sys.stderr)
+    return conn
+
+
+def _open(where: Path) -> sqlite3.Connection:
+    conn = sqlite3.connect(where, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+    conn.row_factory = sqlite3.Row
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute(f"PRAGMA busy_timeout={int(BUSY_TIMEOUT_S * 1000)}")
+    migrate(conn)
+    return conn
+
+
+def migrate(conn: sqlite3.Connection) -> None:
+    version = conn.execute("PRAGMA user_version").fetchone()[0]
+    if version > len(MIGRATIONS):
+        raise records.DamagedRecord(f"the catalog {path()} is of a newer hpcjax (schema {version}, this one "
+                                    f"knows {len(MIGRATIONS)})", "upgrade hpcjax, or point HPCJAX_HOME elsewhere")
+    for number in range(version, len(MIGRATIONS)):
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            if conn.execute("PRAGMA user_version").fetchone()[0] == number:  # another process may have done it
+                for statement in filter(str.strip, MIGRATIONS[number].split(";")):
+                    conn.execute(statement)
+                conn.execute(f"PRAGMA user_version={number + 1}")
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+
+
+def import_records(conn: sqlite3.Connection) -> int:
+    """Every job record under HPCJAX_HOME as a run (the first time, or after a rebuild)."""
+    count = 0
+    for file in sorted(records.records_dir().glob("*.json")):
+        try:
+            record = records.parse(file.read_text(errors="replace"), file.stem, str(file))
+        except (OSError, records.DamagedRecord):
+            continue
+        if record is None:
+            continue
+        save(conn, file.stem, **from_record(record, file.stat().st_mtime))
+        count += 1
+    return count
+
+
+def from_record(record: dict, written: float) -> dict:
+    layout = record.get("layout") or {}
+    state = record.get("state") or ("PENDING" if record.get("backend") == "slurm" else "UNKNOWN")
+    fields = {"job_id": record.get("job_id", ""), "backend": record.get("backend"),
+              "cluster": (record.get("cluster") or {}).get("destination", ""),
+              "output_dir": record.get("output_dir"), "run_dir": record.get("run_dir"),
+              "workdir": record.get("workdir"), "nodes": layout.get("nodes", 1),
+              "gpus_per_node": layout.get("gpus_per_node", 1), "gpus_per_process": layout.get("gpus_per_process", 1),
+              "state": state, "final": state in FINAL_STATES}
+    for key in ("name", "kind", "command", "options", "partition", "submitted", "sweep", "sweep_values", "after"):
+        if record.get(key) is not None:
+            fields[key] = record[key]
+    fields.setdefault("submitted", record.get("submitted") or written)
+    return fields
+
+
+def save(conn: sqlite3.Connection, key: str, **fields) -> None:
+    """Insert or update one run; only the given fields change."""
+    unknown = set(fields) - set(COLUMNS)
+    if unknown:
+        raise ValueError(f"unknown catalog columns {sorted(unknown)}")
+    values = {k: json.dumps(v) if k in JSON_COLUMNS and v is not None else v for k, v in fields.items()}
+    if "final" in values:
+        values["final"] = int(bool(values["final"]))
+    if "job_id" not in values:  # a change to a run already there
+        conn.execute(f"UPDATE runs SET {', '.join(f'{k}=?' for k in values)} WHERE key=?", (*values.values(), key))
+        return
+    names = ", ".join(values)
+    marks = ", ".join("?" for _ in values)
+    updates = ", ".join(f"{k}=excluded.{k}" for k in values)
+    conn.execute(f"INSERT INTO runs (key, {names}) VALUES (?, {marks}) ON CONFLICT(key) DO UPDATE SET {updates}",
+                 (key, *values.values()))
+
+
+def save_attempts(conn: sqlite3.Connection, key: str, attempts: list[dict]) -> None:
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        conn.execute("DELETE FROM attempts WHERE key=?", (key,))
+        conn.executemany("INSERT INTO attempts (key, attempt, start, end, state, nodelist, gpus) "
+                         "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                         [(key, a["attempt"], a.get("start"), a.get("end"), a.get("state"), a.get("nodelist"),
+                           a.get("gpus")) for a in attempts])
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+
+
+def runs(conn: sqlite3.Connection, *, state: str | None = None, since: float | None = None,
+         name: str | None = None, cluster: str | None = None, sweep: str | None = None) -> list[dict]:
+    """The runs, newest first, each with its attempts and GPU hours."""
+    where, args = [], []
+    for column, value, test in (("state", state, "state = ?"), ("submitted", since, "submitted >= ?"),
+                                ("name", name, "name LIKE ?"), ("cluster", cluster, "cluster = ?"),
+                                ("sweep", sweep, "sweep = ?")):
+        if value is not None:
+            where.append(test)
+            args.append(f"%{value}%" if column == "name" else value.upper() if column == "state" else value)
+    sql = "SELECT * FROM runs" + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY submitted DESC, key"
+    out = [decode(row) for row in conn.execute(sql, args)]
+    attempts: dict[str, list[dict]] = {}
+    for row in conn.execute("SELECT * FROM attempts ORDER BY key, attempt"):
+        attempts.setdefault(row["key"], []).append(dict(row))
+    for run in out:
+        run["attempts"] = attempts.get(run["key"], [])
+        run["gpu_hours"] = gpu_hours(run)
+    return out
+
+
+def decode(row: sqlite3.Row) -> dict:
+    run = dict(row)
+    for key in JSON_COLUMNS:
+        if run.get(key) is not None:
+            run[key] = json.loads(run[key])
+    run["final"] = bool(run["final"])
+    return run
+
+
+def gpu_hours(run: dict, now: float | None = None) -> float:
+    """GPUs x elapsed, summed over every attempt (a running one until now)."""
+    now = time.time() if now is None else now
+    total = 0.0
+    for attempt in run.get("attempts", []):
+        if attempt.get("start") is None:
+            continue
+        gpus = attempt.get("gpus") or (run.get("nodes") or 1) * (run.get("gpus_per_node") or 1)
+        total += gpus * max(0.0, (attempt.get("end") or now) - attempt["start"]) / 3600
+    return total
