@@ -21,6 +21,7 @@ from hpcjax.contract import attempts_log_path, rank_of_log
 from hpcjax.errors import HpcjaxError, UsageError
 from hpcjax.hosts import this_machine
 from hpcjax.hosts.ssh import ConnectionLost
+from hpcjax.launch import runs
 from hpcjax.launch.outcome import FINISHED_STATES, Outcome, tail_lines
 
 STILL_EVERY_S = 30.0  # while nothing changes, say so this often
@@ -84,8 +85,17 @@ class Run:
         if self._outcome is None:
             state = self.state()
             if state in FINISHED_STATES:
-                self._outcome = self._finish(state)
+                self._outcome = self._ended(state)
         return self._outcome
+
+    def _ended(self, state: str) -> Outcome:
+        """The outcome, which the catalog of runs keeps: SLURM's accounting may say it later, and forget it."""
+        outcome = self._finish(state)
+        runs.ended(self.catalog_key(), outcome)
+        return outcome
+
+    def catalog_key(self) -> str:
+        return self.job_id
 
     def wait(self, *, progress: bool = True, detail=None) -> Outcome:
         """Follow the job to its end, a line on stderr for each change of state (and every
@@ -101,7 +111,7 @@ class Run:
                 say(f"job {self.job_id}: {still}{shown}{'; ' + more if more else ''}  [{now - started:.0f}s]")
                 last, last_print = shown, now
             if state in FINISHED_STATES:
-                self._outcome = self._outcome or self._finish(state)
+                self._outcome = self._outcome or self._ended(state)
                 return self._outcome
             time.sleep(self.poll_s)
 

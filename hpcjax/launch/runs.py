@@ -70,6 +70,16 @@ def _catalog(key: str, fields: dict) -> None:
         print(f"hpcjax: note: the catalog of runs was not updated for job {key}: {error}", file=sys.stderr)
 
 
+def ended(key: str, outcome) -> None:
+    """A followed job's end, as its Run saw it, into its catalog row (if it has one)."""
+    try:
+        with closing(db.connect()) as conn:
+            db.save(conn, key, state=outcome.state, final=True, exit_code=outcome.exit_code,
+                    report=None if outcome.ok else outcome.report())
+    except (sqlite3.Error, OSError) as error:
+        print(f"hpcjax: note: the catalog of runs was not updated for job {key}: {error}", file=sys.stderr)
+
+
 def _gpus(layout: dict) -> int:
     return (layout.get("nodes") or 1) * (layout.get("gpus_per_node") or 1)
 
@@ -79,7 +89,8 @@ def refresh(conn: sqlite3.Connection, rows: list[dict]) -> None:
     records, and every run's last metrics."""
     by_cluster: dict[str, list[dict]] = {}
     for row in rows:
-        if row["backend"] == "slurm" and not row["final"]:
+        settled = row["final"] and row["attempts"] and all(a.get("end") for a in row["attempts"])
+        if row["backend"] == "slurm" and not settled:  # its attempts too, once accounting has them
             by_cluster.setdefault(row["cluster"] or "", []).append(row)
         elif row["backend"] == "local" and not row["final"]:
             fields = records.load(row["key"])

@@ -19,7 +19,8 @@ from hpcjax.contract import DEFAULT_OUTPUT_DIR, Layout, batch_log_path, rank_log
 from hpcjax.errors import SlurmNotFound, SubmitError
 from hpcjax.containers import binds
 from hpcjax.catalog import records
-from hpcjax.launch import runs, slurmctl
+from hpcjax.launch import slurmctl
+from hpcjax.launch.runs import record as record_run, submission
 from hpcjax.launch.jobstatus import JobStatus
 from hpcjax.hosts.cluster import Cluster
 from hpcjax.launch.outcome import Outcome, analyze, last_attempt, srun_events, tail_lines
@@ -96,7 +97,7 @@ def _follow(spec: JobSpec, elements: list[int | None], job_id: str, log_dir: str
             for i in elements]
     for run in runs:
         record = {"backend": "slurm", "output_dir": log_dir, "layout": spec.layout.as_dict(), "workdir": workdir,
-                  **runs.submission(spec)}
+                  **submission(spec)}
         named = run_dir_argument(spec.command)
         if named:  # what `hpcjax fetch JOBID` brings back besides the logs
             record["run_dir"] = run.run_dir = named if named.startswith("/") else f"{workdir}/{named}"
@@ -105,7 +106,7 @@ def _follow(spec: JobSpec, elements: list[int | None], job_id: str, log_dir: str
             from hpcjax.launch import remote
 
             remote.save_record(cluster, run.job_id, record)
-        runs.record(records.key(run.job_id, cluster.destination), record)
+        record_run(records.key(run.job_id, cluster.destination), record)
     what = f"job {job_id}" if spec.array == 0 else f"job array {job_id} of {spec.array} elements"
     where = f" on {cluster.name}" if cluster.remote else ""
     say(f"submitted {what}{where} ({spec.layout.described}); logs in {log_dir}/")
@@ -143,6 +144,9 @@ class SlurmRun(Run):
         self.slurm.watcher.follow(self.job_id)  # polled with every other job this process follows
         self._status: JobStatus | None = None
         self.run_dir: str | None = None  # the run directory its command names (--run-dir), where known
+
+    def catalog_key(self) -> str:
+        return records.key(self.job_id, self.cluster.destination)
 
     @classmethod
     def attach(cls, job_id: str, record: dict | None, cluster: Cluster | None = None) -> "SlurmRun":

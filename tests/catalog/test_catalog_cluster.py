@@ -1,0 +1,67 @@
+"""The catalog of runs on the dev cluster (issue 25): jobs of every kind (a CLI submit, a
+failing one, a smoke test, a job that requeued itself once, a remote map of 3) appear in
+`hpcjax runs` with their states and attempts, and their GPU hours are sacct's elapsed
+times x GPUs, summed over attempts."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import pytest
+
+import api_cases
+import hpcjax
+from conftest import run_hpcjax
+from hpcjax.launch.slurmctl import run_slurm
+
+pytestmark = pytest.mark.cluster
+
+SECOND_ATTEMPT_PASSES = "import os, sys, time; time.sleep(2); sys.exit(0 if os.environ.get('SLURM_RESTART_COUNT', '0') != '0' else 3)"
+
+
+def submit(cwd, *argv) -> str:
+    done = run_hpcjax("submit", "--wait", *argv, cwd=cwd, timeout=600)
+    return done.stdout.split()[0] if done.stdout.strip() else pytest.fail(done.stderr)
+
+
+def test_every_kind_of_job_is_in_the_catalog_with_its_attempts_and_gpu_hours(tmp_path, slurm_cluster, hpcjax_home):
+    plain = submit(tmp_path, "-J", "plain", "--nodes", "2", "--gpus-per-node", "2", "--", "hostname")
+    failing = submit(tmp_path, "-J", "failing", "--", sys.executable, "-c", "raise SystemExit(3)")
+    requeued = submit(tmp_path, "-J", "requeued", "--requeue", "1", "--retry-failed", "--gpus-per-node", "2", "--",
+                      sys.executable, "-c", SECOND_ATTEMPT_PASSES)
+    smoke = run_hpcjax("smoke", "--nodes", "2", "--gpus-per-node", "2", cwd=tmp_path, timeout=600)
+    assert smoke.returncode == 0, smoke.stderr
+    square = hpcjax.remote(nodes=1, gpus_per_node=1, backend="slurm", storage_path=str(tmp_path / "calls"))(
+        api_cases.square_or_fail)
+    assert [c.result() for c in square.map([1, 2, 4])] == [2, 5, 17]
+
+    listed = run_hpcjax("runs", "--json", cwd=tmp_path)
+    assert listed.returncode == 0, listed.stderr
+    rows = {r["key"]: r for r in json.loads(listed.stdout)}
+    assert (rows[plain]["state"], rows[plain]["kind"], rows[plain]["name"]) == ("COMPLETED", "command", "plain")
+    assert (rows[failing]["state"], rows[failing]["exit_code"]) == ("FAILED", 3)
+    assert [a["state"] for a in rows[requeued]["attempts"]] == ["REQUEUED", "COMPLETED"]
+    assert rows[requeued]["state"] == "COMPLETED"
+    [smoke_run] = [r for r in rows.values() if r["kind"] == "smoke"]
+    assert smoke_run["state"] == "COMPLETED" and smoke_run["nodes"] == 2
+    mapped = sorted(k for k, r in rows.items() if r["kind"] == "api")
+    assert len(mapped) == 3 and all(rows[k]["state"] == "COMPLETED" for k in mapped)
+    assert len({k.split("_")[0] for k in mapped}) == 1  # one job array
+
+    # GPU hours: sacct's elapsed seconds x the GPUs it allocated, summed over each job's attempts
+    text = run_slurm(["sacct", "-X", "--duplicates", "-P", "-n", "-j", ",".join(sorted({k.split("_")[0] for k in rows})),
+                      "-o", "JobID,ElapsedRaw,AllocTRES"])
+    expected: dict[str, float] = {}
+    for line in text.splitlines():
+        job, elapsed, tres = line.split("|")
+        gpus = next(int(p.split("=")[1]) for p in tres.split(",") if p.startswith("gres/gpu="))
+        expected[job] = expected.get(job, 0.0) + gpus * int(elapsed) / 3600
+    for key, row in rows.items():
+        assert row["gpu_hours"] == pytest.approx(expected[key], abs=2 * row["nodes"] * row["gpus_per_node"] / 3600), key
+    assert rows[requeued]["gpu_hours"] > 0
+
+    shown = run_hpcjax("runs", "show", failing, cwd=tmp_path)
+    assert "rank 0 on node1 failed: Exited with exit code 3" in shown.stdout, shown.stdout + shown.stderr
+    table = run_hpcjax("runs", "--state", "completed", cwd=tmp_path).stdout
+    assert plain in table and failing not in table
