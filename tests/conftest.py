@@ -45,7 +45,7 @@ CLUSTER_GROUPS = {
     "cluster-b": ("test_train_cluster", "test_containers_cluster", "test_train_scale_cluster",  # 205, 178, 121
                   "test_submit_cluster", "test_pipeline_cluster", "test_scalars_cluster"),  # 98, 96, 41
     "cluster-c": ("test_remote_cluster", "test_api_from_a_laptop",  # 270, 60: mostly waiting on ssh and the queue
-                  "test_stacks_cluster", "test_hang_cluster", "test_catalog_cluster"),
+                  "test_stacks_cluster", "test_hang_cluster", "test_catalog_cluster", "test_sweeps_cluster"),
 }
 for helpers in (TESTS, TESTS / "api", TESTS / "train"):  # support, api_cases, straggler from any folder
     if str(helpers) not in sys.path:

@@ -128,7 +128,7 @@ def worker_command(scaling: ScalingConfig, call_dir: Path, element: str) -> list
 
 def launch(function, arguments: list[tuple[tuple, dict]], scaling: ScalingConfig, *, backend: str | None,
            storage: Path, job_name: str, session: dict | None = None, max_parallel: int | None = None,
-           array: bool = False) -> list[Call]:
+           array: bool = False, after: tuple = ()) -> list[Call]:
     """Submit one job (or, with `array`, a job array of one element per argument) through
     hpcjax.launch; return the Calls in order. Everything is checked before anything is
     written or submitted."""
@@ -146,7 +146,7 @@ def launch(function, arguments: list[tuple[tuple, dict]], scaling: ScalingConfig
                              "check the path (here, the cluster is this machine)")
         require_shared("Data", item.path, nodes, backend)
     fields = dict(container=in_place(scaling.spec.container, [str(storage)] + data),
-                  output_dir=str(storage / "logs"), job_name=job_name)
+                  output_dir=str(storage / "logs"), job_name=job_name, after=after)
     if array:
         fields.update(array=len(arguments), array_parallel=max_parallel)
     element = folder.ARRAY_ELEMENT if array else "0"

@@ -18,6 +18,7 @@ import functools
 from hpcjax.api import calls, submit
 from hpcjax.api.configs import ScalingConfig
 from hpcjax.errors import UsageError
+from hpcjax.launch.spec import dependencies
 from hpcjax.launch.run import say
 
 
@@ -52,9 +53,11 @@ class RemoteFunction:
         with cancel_on_interrupt([call]):
             return call.result(progress=True)
 
-    def submit(self, *args, **kwargs) -> calls.Call:
-        """Submit one job; return its handle at once (job_id, state(), logs(), cancel(), result())."""
-        return self._launch([(args, kwargs)], array=False)[0]
+    def submit(self, *args, after=None, **kwargs) -> calls.Call:
+        """Submit one job; return its handle at once (job_id, state(), logs(), cancel(), result()).
+        `after`: a job (a handle, or "JOBID[:ok|:any]") or a list of them this one waits for; if one
+        does not end as asked, this job is cancelled without starting."""
+        return self._launch([(args, kwargs)], array=False, after=after)[0]
 
     def map(self, arguments, *, max_parallel: int | None = None) -> list[calls.Call]:
         """One job per element of `arguments` (a tuple is spread as the positional arguments,
@@ -69,11 +72,11 @@ class RemoteFunction:
                              "how many elements may run at once, e.g. max_parallel=4")
         return self._launch(elements, array=True, max_parallel=max_parallel)
 
-    def _launch(self, elements, *, array: bool, max_parallel: int | None = None) -> list[calls.Call]:
+    def _launch(self, elements, *, array: bool, max_parallel: int | None = None, after=None) -> list[calls.Call]:
         storage = submit.storage_for(self.scaling, self.backend, self.storage_path, "hpcjax-calls")
         return submit.launch(self.function, elements, self.scaling, backend=self.backend, storage=storage,
                              job_name=getattr(self.function, "__name__", "remote"), array=array,
-                             max_parallel=max_parallel)
+                             max_parallel=max_parallel, after=dependencies(after))
 
 
 class cancel_on_interrupt:

@@ -48,18 +48,21 @@ def storage_for(scaling: ScalingConfig, backend: str | None, storage_path: str |
 
 def launch(function, arguments: list[tuple[tuple, dict]], scaling: ScalingConfig, *, backend: str | None,
            storage, job_name: str, session: dict | None = None, max_parallel: int | None = None,
-           array: bool = False) -> list[calls.Call]:
+           array: bool = False, after: tuple = ()) -> list[calls.Call]:
     """Submit the call here (calls.launch) or to the cluster reached over SSH."""
     cluster = target_cluster(scaling, backend)
     if cluster is None:
         return calls.launch(function, arguments, scaling, backend=backend, storage=Path(storage),
-                            job_name=job_name, session=session, max_parallel=max_parallel, array=array)
+                            job_name=job_name, session=session, max_parallel=max_parallel, array=array,
+                            after=after)
     return launch_on_cluster(function, arguments, scaling, cluster, storage=PurePosixPath(storage),
-                             job_name=job_name, session=session, max_parallel=max_parallel, array=array)
+                             job_name=job_name, session=session, max_parallel=max_parallel, array=array,
+                             after=after)
 
 
 def launch_on_cluster(function, arguments, scaling: ScalingConfig, cluster, *, storage: PurePosixPath,
-                      job_name: str, session: dict | None, max_parallel: int | None, array: bool) -> list[calls.Call]:
+                      job_name: str, session: dict | None, max_parallel: int | None, array: bool,
+                      after: tuple = ()) -> list[calls.Call]:
     from hpcjax import launch as launcher
     from hpcjax.launch import remote
 
@@ -72,7 +75,7 @@ def launch_on_cluster(function, arguments, scaling: ScalingConfig, cluster, *, s
         calls.unwrap_data((args, kwargs), found)
     check_cluster_data(cluster, [d.path for d in found if d.on_cluster])
     element = folder.ARRAY_ELEMENT if array else "0"
-    fields = dict(output_dir=str(storage / "logs"), job_name=job_name)
+    fields = dict(output_dir=str(storage / "logs"), job_name=job_name, after=after)
     if array:
         fields.update(array=len(arguments), array_parallel=max_parallel)
     # Checked as it will be submitted (the binds are the data's, known once uploaded).

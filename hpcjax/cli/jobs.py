@@ -19,7 +19,7 @@ def cmd_render(args: argparse.Namespace, command: list[str]) -> int:
 
     output = output_file(args.output) if args.output is not None else None
     values = merged_options(args)
-    spec, cluster = spec_from_args(args, command, values), cluster_from_args(args, values)
+    spec, cluster = shaped(spec_from_args(args, command, values), args), cluster_from_args(args, values)
     if cluster is not None:
         spec = as_there(spec, cluster)
     else:
@@ -100,11 +100,31 @@ def shipping_of(values: dict, args: argparse.Namespace, cluster) -> dict:
     return shipping
 
 
+def shaped(spec, args: argparse.Namespace):
+    """The spec with its sweep (one job array, an element per combination) and dependencies."""
+    import dataclasses
+
+    from hpcjax.launch import sweeps
+    from hpcjax.launch.spec import parse_after
+
+    changes = {}
+    if args.sweep:
+        commands, combos = sweeps.expand(spec.command, args.sweep)
+        changes.update(array=len(commands), array_parallel=args.max_parallel, array_commands=tuple(commands),
+                       sweep=tuple(combos))
+    elif args.max_parallel is not None:
+        raise UsageError("--max-parallel limits the elements of a sweep, and no --sweep is given",
+                         "add --sweep NAME=V1,V2 (and {NAME} in the command), or drop --max-parallel")
+    if args.after:
+        changes["after"] = tuple(parse_after(text) for text in args.after)
+    return dataclasses.replace(spec, **changes) if changes else spec
+
+
 def cmd_submit(args: argparse.Namespace, command: list[str]) -> int:
     from hpcjax import launch
 
     values = merged_options(args)  # the profile file is read once
-    spec = spec_from_args(args, command, values)
+    spec = shaped(spec_from_args(args, command, values), args)
     cluster = cluster_from_args(args, values)
     shipping = shipping_of(values, args, cluster)
     if args.dry_run:
@@ -114,6 +134,12 @@ def cmd_submit(args: argparse.Namespace, command: list[str]) -> int:
         print(said, file=sys.stderr)
         sys.stdout.write(shown)
         return 0
+    if spec.array:
+        elements = launch.submit_array(spec, args.backend, cluster, **shipping)
+        print(elements[0].job_id.split("_")[0], flush=True)
+        if not args.wait and elements[0].backend == "slurm":
+            return 0
+        return max((follow(run) for run in elements), default=0)
     run = launch.submit(spec, args.backend, cluster, **shipping)
     print(run.job_id, flush=True)
     if not args.wait and run.backend == "slurm":
@@ -167,12 +193,14 @@ def cmd_cancel(args: argparse.Namespace, command: list[str]) -> int:
 def add_job_verbs(sub) -> None:
     render = sub.add_parser("render", help="print the sbatch script for a job: render [options] -- CMD...")
     add_job_options(render)
+    add_sweep_options(render)
     render.add_argument("-o", "--output", help="write the script to this file instead of stdout")
     add_cluster_options(render)
     takes_command(render, cmd_render)
 
     submit = sub.add_parser("submit", help="submit a job: submit [options] -- CMD...")
     add_job_options(submit)
+    add_sweep_options(submit)
     submit.add_argument("--wait", action="store_true",
                         help="wait and exit with the job's outcome (the local backend always waits: its "
                              "ranks are this process's children)")
@@ -204,3 +232,14 @@ def add_job_verbs(sub) -> None:
     cancel.add_argument("job_id", help="the id submit printed")
     add_cluster_options(cancel, profile_file=True)
     cancel.set_defaults(run=cmd_cancel, takes_command=False)
+
+
+def add_sweep_options(parser) -> None:
+    chain = parser.add_argument_group("sweeps and chains")
+    chain.add_argument("--sweep", action="append", metavar="NAME=V1,V2",
+                       help="run the command once per value, {NAME} in it replaced (repeatable: the cross product), "
+                            "as one job array, e.g. --sweep lr=1e-3,3e-4 -- python train.py --lr {lr}")
+    chain.add_argument("--max-parallel", type=int, metavar="N", help="with --sweep: at most N elements at once")
+    chain.add_argument("--after", action="append", metavar="JOBID[:ok|:any]",
+                       help="start when job JOBID has ended: ok (the default) when it succeeded, any however it "
+                            "ended; if it failed, this job is cancelled, not left pending (repeatable)")

@@ -93,6 +93,29 @@ def table(rows: list[dict]) -> str:
     return "".join("  ".join(cell.ljust(w) for cell, w in zip(line, widths)).rstrip() + "\n" for line in lines)
 
 
+def metric(run: dict, name: str):
+    value = (run.get("metrics") or {}).get(name)
+    return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def sort_by(rows: list[dict], name: str) -> list[dict]:
+    """Smallest first (a loss), runs without the metric last."""
+    return sorted(rows, key=lambda r: (metric(r, name) is None, metric(r, name) or 0.0))
+
+
+def sweep_table(rows: list[dict], sort: str | None) -> str:
+    """One row per element of a sweep: its values, state and final metric (which setting won)."""
+    names = list((rows[0].get("sweep_values") or {}).keys())
+    shown = sort or "loss"
+    lines = [("ID", *names, "STATE", shown.upper())]
+    for run in rows:
+        value = metric(run, shown)
+        lines.append((run["key"], *[(run.get("sweep_values") or {}).get(n, "") for n in names], run["state"] or "?",
+                      "" if value is None else f"{value:.6g}"))
+    widths = [max(len(line[i]) for line in lines) for i in range(len(lines[0]))]
+    return "".join("  ".join(cell.ljust(w) for cell, w in zip(line, widths)).rstrip() + "\n" for line in lines)
+
+
 def usage(rows: list[dict], by: str) -> list[dict]:
     """GPU hours by day or week (of each attempt's start) and partition."""
     from hpcjax.catalog import db
@@ -129,8 +152,12 @@ def cmd_runs(args: argparse.Namespace, command: list[str]) -> int:
             for entry in totals:
                 print(f"{entry['period']:<12}{entry['partition']:<16}{entry['gpu_hours']:>10.3f}{entry['runs']:>6}")
         return 0
+    if args.sort:
+        rows = sort_by(rows, args.sort)
     if args.json:
         print(json.dumps(rows, indent=2))
+    elif args.sweep and rows:
+        sys.stdout.write(sweep_table(rows, args.sort))
     else:
         sys.stdout.write(table(rows) if rows else "")
         if not rows:
@@ -215,6 +242,8 @@ def add_runs_verbs(sub) -> None:
     verb.add_argument("--name", help="only runs whose name contains this")
     verb.add_argument("--cluster", help="only runs on this cluster (its SSH destination)")
     verb.add_argument("--sweep", metavar="ID", help="the elements of one sweep")
+    verb.add_argument("--sort", metavar="METRIC", help="smallest first by this metric of the last record, "
+                                                         "e.g. --sort val_loss (with --sweep: which setting won)")
     verb.add_argument("--usage", choices=("day", "week"), help="GPU hours by day or week and partition")
     verb.add_argument("--json", action="store_true", help="as JSON on stdout")
     verb.set_defaults(run=cmd_runs, takes_command=False)

@@ -46,9 +46,17 @@ def choose_backend(name: str | None = "auto", *, quiet: bool = False) -> str:
     return "local"
 
 
-def submit(spec, backend: str | None = "auto", cluster=None, **shipping):
+def submit(spec, backend: str | None = "auto", cluster=None, *, after=None, **shipping):
     """Run spec on the chosen backend; return its Run handle. With a Cluster reached over
-    SSH, the job goes there (shipping: root, limit_mb, uploads; see launch.remote)."""
+    SSH, the job goes there (shipping: root, limit_mb, uploads; see launch.remote). `after`:
+    jobs ("JOBID[:ok|:any]", or Runs) it waits for; if one does not end as asked, it is
+    cancelled without starting."""
+    if after is not None:
+        import dataclasses
+
+        from hpcjax.launch.spec import dependencies
+
+        spec = dataclasses.replace(spec, after=dependencies(after))
     if _slurm_for(backend, cluster):
         from hpcjax.launch import slurm
         return slurm.submit(spec, cluster, **shipping)

@@ -25,8 +25,8 @@ from pathlib import Path
 from hpcjax import contract, shellword
 from hpcjax.catalog import records
 from hpcjax.errors import HpcjaxError, UsageError
-from hpcjax.launch import runs
-from hpcjax.launch.outcome import Outcome, TaskEvent, analyze
+from hpcjax.launch import chains, runs
+from hpcjax.launch.outcome import Outcome, TaskEvent, analyze, exit_words
 from hpcjax.launch.run import Run, say
 from hpcjax.launch.spec import JobSpec
 from hpcjax.validate import make_directory
@@ -111,7 +111,13 @@ def submit(spec: JobSpec) -> "LocalRun":
         raise UsageError("a job array has one Run per element", "submit it with launch.submit_array(spec)")
     make_directory(spec.output_dir, "--output-dir")
     run = LocalRun(records.new_local_id(int(time.time() * 1000)), spec)
-    run.start()
+    if spec.after:  # as SLURM's --dependency: it waits, then starts or is cancelled
+        run.save_record("PENDING")
+        _started_here.append(run)
+        threading.Thread(target=chains.start_after, args=(run,), name=f"hpcjax-local-after-{run.job_id}",
+                         daemon=True).start()
+    else:
+        run.start()
     return run
 
 
@@ -123,7 +129,7 @@ class LocalRun(Run):
     poll_s = 0.2
 
     def __init__(self, job_id: str, spec: JobSpec | None, *, log_dir: Path | None = None,
-                 layout: contract.Layout | None = None, record: dict | None = None) -> None:
+                 layout: contract.Layout | None = None, record: dict | None = None, element: int | None = None) -> None:
         layout = layout or spec.layout
         super().__init__(job_id, log_dir or Path(spec.output_dir).resolve(), layout.num_processes)
         self.spec, self.layout = spec, layout
@@ -134,8 +140,11 @@ class LocalRun(Run):
         self.final = ""  # the state once every rank has ended (or the job was cancelled before starting)
         self.record = record  # set when attached from another process: its record is the news
         self.start_error = ""  # why the processes could not be started, if they could not
-        self.submitted = runs.submission(spec) if spec else {}  # what the catalog keeps of the submission
+        # what the catalog keeps of the submission; a sweep's element runs its own command
+        self.submitted = runs.submission(spec, element, job_id.split("_")[0]) if spec else {}
+        self.command = tuple(self.submitted["command"]) if spec else ()
         self.started_at = None  # time.time() of start(), for the catalog's attempt
+        self.waiting_for = "a free slot of its job array"
         self.lock = threading.RLock()
 
     @classmethod
@@ -166,7 +175,7 @@ class LocalRun(Run):
                 for rank in range(self.num_ranks):
                     with open(contract.rank_log_path(self.log_dir, self.job_id, rank), "w") as log:
                         self.procs[rank] = subprocess.Popen(
-                            list(self.spec.command), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                            list(self.command), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                             env=rank_environment(self.spec, self.job_id, rank, port))
             except BaseException:
                 self.stop_all()
@@ -188,7 +197,7 @@ class LocalRun(Run):
             return state, state
         with self.lock:
             if self.started is None and not self.final:
-                return "PENDING", "PENDING (waiting for a free slot of its job array)"
+                return "PENDING", f"PENDING (waiting for {self.waiting_for})"
             if not self.final:
                 self.final = self._watch()
             if self.final:
@@ -269,17 +278,11 @@ class LocalRun(Run):
         return contract.rank_log_path(self.log_dir, self.job_id, rank)
 
 
-def exit_words(code: int) -> str:
-    """A process's end in srun's words."""
-    if code < 0:
-        try:
-            return f"Killed by signal {signal.Signals(-code).name}"
-        except ValueError:
-            return f"Killed by signal {-code}"
-    return f"Exited with exit code {code}"
-
-
 _started_here: list[LocalRun] = []  # their ranks are this program's children
+
+
+def started_here(job_id: str) -> "LocalRun | None":
+    return next((run for run in _started_here if run.job_id == job_id), None)
 
 
 @atexit.register
@@ -287,6 +290,6 @@ def _wait_for_local_jobs() -> None:
     """A program that started local jobs and did not wait for them waits at exit (as
     concurrent.futures does), so no rank is orphaned and every record gets its end."""
     for run in _started_here:
-        if run.poll()[0] == "RUNNING":
+        if run.poll()[0] in ("RUNNING", "PENDING"):
             say(f"waiting for local job {run.job_id} to end: its ranks are this program's children")
             run.wait(progress=False)

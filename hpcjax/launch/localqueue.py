@@ -29,7 +29,7 @@ def submit_array(spec: JobSpec) -> list[LocalRun]:
     """One LocalRun per element, in order; the first ones start at once."""
     check_local_spec(spec)
     array_id = records.new_local_id(int(time.time() * 1000))
-    runs = [LocalRun(f"{array_id}_{index}", spec) for index in range(spec.array)]
+    runs = [LocalRun(f"{array_id}_{index}", spec, element=index) for index in range(spec.array)]
     for run in runs:
         run.save_record("PENDING")
     slots = spec.array_parallel or default_slots(spec)

@@ -10,6 +10,7 @@ that were stopped after them.
 from __future__ import annotations
 
 import re
+import signal
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
@@ -222,3 +223,13 @@ def _blame(job_id, state, events, rank_log, tail, job_exit_code, stopped_by, not
     exit_code = codes[0] if codes else clamp_exit_code(job_exit_code)
     return Outcome(job_id=job_id, state=state, exit_code=exit_code, failed=failed, stopped=stopped,
                    stopped_by=stopped_by, note="" if failed else note)
+
+
+def exit_words(code: int) -> str:
+    """A process's end in srun's words."""
+    if code < 0:
+        try:
+            return f"Killed by signal {signal.Signals(-code).name}"
+        except ValueError:
+            return f"Killed by signal {-code}"
+    return f"Exited with exit code {code}"

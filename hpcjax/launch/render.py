@@ -118,6 +118,7 @@ def _render(template, spec: JobSpec) -> str:
         rank_hang_prefix=contract.RANK_HANG.split("%t")[0].replace("%j", job_key),
         rank_hang_suffix=contract.RANK_HANG.split("%t")[1],
         nccl_flag=timeouts.NCCL_TIMEOUT_FLAG,
+        dependency=",".join(f"after{when}:{job}" for job, when in spec.after),
         nccl_timeout=timeouts.HangSettings.from_env(dict(spec.env)).nccl_timeout_s,
         version=__version__,
     )

@@ -35,13 +35,19 @@ def kind_of(command) -> str:
     return "command"
 
 
-def submission(spec, **extra) -> dict:
-    """The fields a job record keeps of a submission, for the catalog and `hpcjax relaunch`."""
+def submission(spec, element: int | None = None, array_job: str = "", **extra) -> dict:
+    """The fields a job record keeps of a submission (of one element of an array), for the catalog
+    and `hpcjax relaunch`: a sweep's element keeps its own command and values, and the sweep's id."""
     from hpcjax.launch import profiles
 
-    fields = {"name": spec.job_name, "kind": kind_of(spec.command), "command": list(spec.command),
+    command = spec.array_commands[element] if element is not None and spec.array_commands else spec.command
+    fields = {"name": spec.job_name, "kind": kind_of(command), "command": list(command),
               "options": profiles.values_of(spec), "partition": spec.partition, "submitted": time.time()}
-    named = run_dir_argument(spec.command)
+    if element is not None and spec.sweep:
+        fields.update(sweep=array_job, sweep_values=dict(spec.sweep[element]))
+    if spec.after:
+        fields["after"] = [f"{job}:{when}" for job, when in spec.after]
+    named = run_dir_argument(command)
     if named:  # where its metrics are (a job run here; the SLURM backend names it for the cluster)
         fields["run_dir"] = str(Path.cwd() / named)
     return {**fields, **extra}

@@ -95,10 +95,10 @@ def _follow(spec: JobSpec, elements: list[int | None], job_id: str, log_dir: str
     """The Runs of a submitted job (one per array element), their records, and a first look."""
     runs = [SlurmRun(job_id if i is None else f"{job_id}_{i}", log_dir, spec.layout.num_processes, cluster)
             for i in elements]
-    for run in runs:
+    for run, element in zip(runs, elements):
         record = {"backend": "slurm", "output_dir": log_dir, "layout": spec.layout.as_dict(), "workdir": workdir,
-                  **submission(spec)}
-        named = run_dir_argument(spec.command)
+                  **submission(spec, element, job_id)}
+        named = run_dir_argument(record["command"])
         if named:  # what `hpcjax fetch JOBID` brings back besides the logs
             record["run_dir"] = run.run_dir = named if named.startswith("/") else f"{workdir}/{named}"
         if cluster.remote:
@@ -219,8 +219,20 @@ class SlurmRun(Run):
         outcome = analyze(self.job_id, state, srun_events(text), self._rank_log, job_exit_code=job_code,
                           note=f"no rank reported an error; last lines of {batch}:\n{tail_lines(text, 20).rstrip()}",
                           batch_log=last_attempt(text), read_text=self.files.read_text)
+        if not text and state == "CANCELLED":  # it never started: a dependency that ended otherwise than asked?
+            outcome = dataclasses.replace(outcome, note=self._not_started() or outcome.note)
         why = (self.attempts() or [{}])[-1].get("not_retried")  # --retry-failed said why it stopped
         return dataclasses.replace(outcome, note=f"{outcome.note}\nnot retried: {why}".strip()) if why else outcome
+
+    def _not_started(self) -> str:
+        """Why a job with --after never started: the first dependency that did not end as asked."""
+        for dependency in (records.load(self.catalog_key()) or {}).get("after") or []:
+            job, _, when = dependency.partition(":")
+            lines = self.slurm.run(["sacct", "-X", "-n", "-P", "-j", job, "-o", "State"]).split()
+            ended = lines[-1] if lines else "UNKNOWN"
+            if when == "ok" and ended != "COMPLETED":
+                return f"not started: job {job} {ended.lower()} (--after {dependency}), so SLURM cancelled this one"
+        return ""
 
     def _rank_log(self, rank: int):
         return rank_log_path(self.log_dir, self.job_id, rank)

@@ -162,6 +162,9 @@ class JobSpec:
     template: str | None = None  # a site template extending the packaged one (Jinja blocks)
     array: int = 0  # > 0: a job array of this many elements (SLURM_ARRAY_TASK_ID 0..array-1)
     array_parallel: int | None = None  # at most this many elements run at once
+    array_commands: tuple[tuple[str, ...], ...] = ()  # a sweep: each element's own command
+    sweep: tuple[tuple[tuple[str, str], ...], ...] = ()  # a sweep: each element's (name, value)s, for the catalog
+    after: tuple[tuple[str, str], ...] = ()  # (job id, "ok" or "any"): start when those end so
 
     def __post_init__(self) -> None:
         command = tuple(self.command)
@@ -203,6 +206,16 @@ class JobSpec:
             if not self.array:
                 raise SpecError("array_parallel was given for a job that is not an array (array=0)",
                                 "give array=N, or drop array_parallel")
+        object.__setattr__(self, "array_commands", tuple(tuple(c) for c in self.array_commands))
+        if self.array_commands and len(self.array_commands) != self.array:
+            raise SpecError(f"{len(self.array_commands)} element commands for an array of {self.array}",
+                            "give one command per element (a sweep sets both)")
+        if any(not c or any(not isinstance(a, str) or "\0" in a for a in c) for c in self.array_commands):
+            raise SpecError("an element's command is empty or not strings", "pass each argument as a plain string")
+        object.__setattr__(self, "sweep", tuple(tuple((str(k), str(v)) for k, v in dict(e).items()) for e in self.sweep))
+        if self.sweep and len(self.sweep) != len(self.array_commands):
+            raise SpecError("a sweep needs one set of values per element command", "build it with launch.sweeps")
+        object.__setattr__(self, "after", tuple(check_after(job, when) for job, when in self.after))
         object.__setattr__(self, "modules", tuple(self.modules))
         for module in self.modules:
             _require_text("module", module)
@@ -227,6 +240,33 @@ def check_env_pair(key: str, value: str) -> None:
     if not isinstance(value, str) or "\0" in value:
         raise SpecError(f"environment value for {key} must be a string without NUL bytes",
                         "pass the value as text: --env KEY=VALUE")
+
+
+AFTER_FORM = "write --after JOBID[:ok|:any], e.g. --after 1234 (when it succeeded) or --after 1234:any"
+
+
+def check_after(job, when: str) -> tuple[str, str]:
+    """A dependency: a job id (an array element's too) and when the dependent may start."""
+    if not isinstance(job, str) or not re.fullmatch(r"\d+(_\d+)?", job):
+        raise SpecError(f"--after {job!r} is not a job id", AFTER_FORM, field="after")
+    if when not in ("ok", "any"):
+        raise SpecError(f"--after {job}:{when} asks for {when!r}, not ok or any", AFTER_FORM, field="after")
+    return job, when
+
+
+def parse_after(text: str) -> tuple[str, str]:
+    job, _, when = text.partition(":")
+    return check_after(job, when or "ok")
+
+
+def dependencies(after) -> tuple[tuple[str, str], ...]:
+    """after= of the Python API as the spec keeps it: handles (anything with a job_id) or
+    "JOBID[:ok|:any]" texts, one or a list."""
+    if after is None:
+        return ()
+    items = after if isinstance(after, (list, tuple)) else [after]
+    return tuple(parse_after(item if isinstance(item, str) else str(getattr(item, "job_id", item)))
+                 for item in items)
 
 
 def _check_hang_settings(env: dict[str, str]) -> None:

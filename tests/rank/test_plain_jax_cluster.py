@@ -59,7 +59,11 @@ def test_two_steps_at_once_in_one_job_get_different_ports(tmp_path, slurm_cluste
         addresses.setdefault(probe["step"], set()).add(probe["plain"]["coordinator_address"])
     assert len(addresses) == 2, addresses
     for step, found in addresses.items():
-        assert found == {f"node1:{derived_port(int(job_id), int(step))}"}, (step, found)
+        # every rank of a step meets at one address: the batch node (node1 or node2, whichever is free) and
+        # the step's own port
+        [address] = found
+        assert address.split(":")[0] in ("node1", "node2"), (step, found)
+        assert address.endswith(f":{derived_port(int(job_id), int(step))}"), (step, found)
 
 
 @pytest.mark.parametrize("nodes, gpus, k, expected", [(2, 4, 1, "[8.]"), (2, 2, 2, "[4. 4.]")],

@@ -1,0 +1,77 @@
+"""Sweeps and chains on the dev cluster (issue 25, part 2): a 2x2 sweep of `hpcjax train` is one
+job array of four whose values and final losses `hpcjax runs --sweep` lists; a chain of three
+whose second link fails leaves the third cancelled by SLURM, not pending, with a report that says
+why; a chain that succeeds runs in order. The local backend's cases:
+tests/launch/test_sweeps_chains.py."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import pytest
+
+from conftest import run_hpcjax
+from hpcjax.launch import attach
+from hpcjax.launch.slurmctl import run_slurm
+from support import MODEL
+
+pytestmark = pytest.mark.cluster
+
+TINY = [m for m in MODEL if m not in ("--layers", "1")]  # the sweep sets --layers
+
+
+def test_a_2x2_sweep_is_one_array_of_four_with_values_and_losses(tmp_path, slurm_cluster, hpcjax_home):
+    done = run_hpcjax("submit", "--wait", "--sweep", "lr=3e-3,1e-3", "--sweep", "layers=1,2", "--", sys.executable,
+                      "-m", "hpcjax", "train", "--steps", "6", "--learning-rate", "{lr}", "--layers", "{layers}",
+                      "--run-dir", "runs/lr{lr}-layers{layers}", *TINY, cwd=tmp_path, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    array = done.stdout.split()[0]
+    rows = json.loads(run_hpcjax("runs", "--sweep", array, "--json", cwd=tmp_path).stdout)
+    assert sorted(r["key"] for r in rows) == [f"{array}_{i}" for i in range(4)]  # one job array of four
+    values = {r["key"]: r["sweep_values"] for r in rows}
+    assert values[f"{array}_0"] == {"lr": "3e-3", "layers": "1"} and values[f"{array}_3"] == {"lr": "1e-3", "layers": "2"}
+    for row in rows:
+        record = [json.loads(line) for line in
+                  (tmp_path / "runs" / f"lr{row['sweep_values']['lr']}-layers{row['sweep_values']['layers']}"
+                   / "metrics.jsonl").read_text().splitlines()]
+        assert row["state"] == "COMPLETED" and row["metrics"]["loss"] == [r for r in record if "loss" in r][-1]["loss"]
+    config = json.loads((tmp_path / "runs" / "lr1e-3-layers2" / "config.json").read_text())
+    assert config["learning_rate"] == 1e-3 and config["model"]["layers"] == 2  # the values reached the program
+    table = run_hpcjax("runs", "--sweep", array, "--sort", "val_loss", cwd=tmp_path).stdout.splitlines()
+    assert table[0].split() == ["ID", "lr", "layers", "STATE", "VAL_LOSS"] and len(table) == 5
+    losses = [float(line.split()[-1]) for line in table[1:]]
+    assert losses == sorted(losses)  # which setting won comes first
+
+
+def link(cwd, name: str, code: int, *after: str) -> str:
+    program = f"import sys, time; time.sleep(2); print('{name} ran'); sys.exit({code})"
+    done = run_hpcjax("submit", "-J", name, *[a for job in after for a in ("--after", job)], "--",
+                      sys.executable, "-c", program, cwd=cwd)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.split()[0]
+
+
+def test_a_chain_whose_second_link_fails_cancels_the_third_with_the_reason(tmp_path, slurm_cluster, hpcjax_home):
+    first = link(tmp_path, "first", 0)
+    second = link(tmp_path, "second", 3, first)
+    third = link(tmp_path, "third", 0, second)
+    outcome = attach(third).wait(progress=False)
+    assert outcome.state == "CANCELLED", outcome.report()
+    assert f"not started: job {second} failed (--after {second}:ok), so SLURM cancelled this one" in outcome.report()
+    assert attach(second).wait(progress=False).exit_code == 3 and attach(first).outcome.ok
+    rows = {r["key"]: r for r in json.loads(run_hpcjax("runs", "--json", cwd=tmp_path).stdout)}
+    assert rows[third]["state"] == "CANCELLED" and rows[third]["attempts"][0]["start"] is None
+    assert "third ran" not in "".join(p.read_text() for p in (tmp_path / "hpcjax-logs").glob(f"{third}-*"))
+    status = run_hpcjax("status", third, cwd=tmp_path)
+    assert "not started: job" in status.stdout + status.stderr
+
+
+def test_a_chain_that_succeeds_runs_in_order(tmp_path, slurm_cluster, hpcjax_home):
+    first = link(tmp_path, "first", 0)
+    second = link(tmp_path, "second", 0, first)
+    third = link(tmp_path, "third", 0, f"{second}:any")
+    assert all(attach(job).wait(progress=False).ok for job in (first, second, third))
+    rows = run_slurm(["sacct", "-X", "-n", "-P", "-j", f"{first},{second},{third}", "-o", "JobID,Start,End"])
+    times = {job: (start, end) for job, start, end in (line.split("|") for line in rows.splitlines())}
+    assert times[first][1] <= times[second][0] and times[second][1] <= times[third][0]
