@@ -1,5 +1,6 @@
 """`hpcjax report RUN_DIR`: one HTML page (and PNG plots beside it) about a training run,
-made from what the run wrote. Prints the page's path on stdout; nothing is served."""
+made from what the run wrote; `hpcjax report RUN_A RUN_B ...`: one page comparing them.
+Prints the page's path on stdout; nothing is served."""
 
 from __future__ import annotations
 
@@ -16,9 +17,12 @@ def cmd_report(args: argparse.Namespace, command: list[str]) -> int:
 
     from hpcjax.cli.options import output_file
 
-    if not args.run_dir.strip():
+    if any(not text.strip() for text in args.run_dir):
         raise UsageError("the run directory is an empty string", "give the --run-dir of a training run, or a job id")
     chosen = output_file(args.output) if args.output is not None else None
+    if len(args.run_dir) > 1:
+        return compare(args, chosen)
+    args.run_dir = args.run_dir[0]
     run_dir = Path(args.run_dir)
     if args.cluster or not run_dir.is_dir():
         run_dir = _fetched(args) or run_dir
@@ -27,6 +31,22 @@ def cmd_report(args: argparse.Namespace, command: list[str]) -> int:
         print(f"note: {problem}", file=sys.stderr)
     print(f"report of {len(record.steps)} step(s), {len(record.restarts)} restart(s): "
           + ("open it in a browser" if args.open else "the page and its PNGs"), file=sys.stderr)
+    print(output.resolve())
+    return 0
+
+
+def compare(args: argparse.Namespace, chosen: Path | None) -> int:
+    """Several runs on one page: their curves overlaid, the configuration keys that differ."""
+    from hpcjax.pages import compare as comparison
+
+    if args.cluster:
+        raise UsageError("a comparison reads run directories here",
+                         "fetch each run first (`hpcjax fetch JOBID --cluster ...`), then compare the copies")
+    output, records = comparison.render([Path(d) for d in args.run_dir], chosen or Path("compare.html"))
+    for name, record in zip(comparison.names_of([Path(d) for d in args.run_dir]), records):
+        for problem in record.problems:
+            print(f"note: {name}: {problem}", file=sys.stderr)
+    print(f"comparison of {len(records)} runs: the page and its PNGs", file=sys.stderr)
     print(output.resolve())
     return 0
 
@@ -46,10 +66,12 @@ def _fetched(args: argparse.Namespace) -> Path | None:
 
 
 def add_report_verb(sub) -> None:
-    report = sub.add_parser("report", help="an HTML page with plots about a training run: report RUN_DIR")
-    report.add_argument("run_dir", help="the training run's --run-dir (with --cluster: its path there, or "
-                                        "the job id whose command named it)")
-    report.add_argument("-o", "--output", metavar="FILE.html", help="default: RUN_DIR/report.html")
+    report = sub.add_parser("report", help="an HTML page with plots about a training run (report RUN_DIR), or "
+                                           "comparing several (report RUN_A RUN_B ...)")
+    report.add_argument("run_dir", nargs="+", help="the training run's --run-dir (with --cluster: its path there, "
+                                                   "or the job id whose command named it); several: a comparison")
+    report.add_argument("-o", "--output", metavar="FILE.html", help="default: RUN_DIR/report.html; for a "
+                                                                    "comparison ./compare.html")
     report.add_argument("--open", action="store_true", help="print the page's path to open (nothing is served)")
     report.add_argument("--to", metavar="DIR", help="with --cluster: where the fetched run goes (default: "
                                                     "./RUN_NAME)")

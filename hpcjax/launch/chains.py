@@ -11,14 +11,14 @@ import time
 from hpcjax.launch.outcome import FINISHED_STATES
 
 
-def start_after(run) -> None:
-    """Start a LocalRun once every --after job has ended as asked; else end it CANCELLED, saying why."""
-    from hpcjax.launch import attach, local
+def start_after(run, started_here) -> None:
+    """Start a LocalRun once every --after job has ended as asked; else end it CANCELLED, saying why.
+    `started_here(job_id)`: the Run of a job this process started (which polls its own ranks)."""
+    from hpcjax.launch import attach
 
     for job, when in run.spec.after:
         run.waiting_for = f"job {job} (--after {job}:{when})"
-        # a job this process started is followed by its own Run (which polls its ranks); another's by its record
-        dependency = local.started_here(job) or attach(job)
+        dependency = started_here(job) or attach(job)  # another process's job: by its record
         while (state := dependency.state()) not in FINISHED_STATES:
             time.sleep(run.poll_s)
         if when == "ok" and state != "COMPLETED":

@@ -114,7 +114,7 @@ def submit(spec: JobSpec) -> "LocalRun":
     if spec.after:  # as SLURM's --dependency: it waits, then starts or is cancelled
         run.save_record("PENDING")
         _started_here.append(run)
-        threading.Thread(target=chains.start_after, args=(run,), name=f"hpcjax-local-after-{run.job_id}",
+        threading.Thread(target=chains.start_after, args=(run, started_here), name=f"hpcjax-local-after-{run.job_id}",
                          daemon=True).start()
     else:
         run.start()

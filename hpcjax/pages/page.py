@@ -209,15 +209,8 @@ def render(run_dir: Path, output: Path) -> tuple[Path, RunRecord]:
             buffer = io.BytesIO()
             _figure(plot, record).savefig(buffer, format="png")
             pngs[plot] = buffer.getvalue()
-    text = page(run_dir, record, {plot: base64.b64encode(data).decode() for plot, data in pngs.items()})
-    try:
-        output.parent.mkdir(parents=True, exist_ok=True)
-        for plot, data in pngs.items():
-            (output.parent / f"{output.stem}-{plot}.png").write_bytes(data)
-        output.write_text(text)
-    except OSError as err:
-        raise UsageError(f"cannot write the report {str(output)!r}: {err.strerror}",
-                         "give -o a file in a directory you can write") from None
+    write_page(output, page(run_dir, record, {plot: base64.b64encode(data).decode() for plot, data in pngs.items()}),
+               pngs)
     return output, record
 
 
@@ -236,20 +229,25 @@ def page(run_dir: Path, record: RunRecord, images: dict[str, str]) -> str:
     notes = "".join(f"<li>{e(p)}</li>" for p in record.problems)
     figures = "".join(f'<figure><img alt="{plot}" src="data:image/png;base64,{data}"></figure>'
                       for plot, data in images.items())
-    return f"""<!doctype html>
-<html><head><meta charset="utf-8"><title>hpcjax run {e(run_dir.name)}</title>
-<style>body{{font-family:sans-serif;margin:2em;max-width:60em}} th{{text-align:left;padding-right:1em}}
-img{{max-width:100%}} .notes{{color:#a40}}</style></head>
-<body>
-<h1>Run {e(str(run_dir))}</h1>
+    return shell(f"hpcjax run {run_dir.name}", f"""<h1>Run {e(str(run_dir))}</h1>
 <table>{rows}</table>
 {f'<ul class="notes">{notes}</ul>' if notes else ''}
 {figures or '<p>No steps recorded yet: nothing to plot.</p>'}
 <p>Green lines: checkpoints. Red dashed lines: a run resumed there.</p>
 <h2>Configuration and layout</h2>
-<table>{config or '<tr><td>unknown</td></tr>'}</table>
+<table>{config or '<tr><td>unknown</td></tr>'}</table>""")
+
+
+def shell(title: str, body: str) -> str:
+    """A self-contained page around `body` (its images inline), which says on load how many
+    of its images decoded (for a test, and for a reader who wonders)."""
+    return f"""<!doctype html>
+<html><head><meta charset="utf-8"><title>{html.escape(title)}</title>
+<style>body{{font-family:sans-serif;margin:2em;max-width:60em}} th{{text-align:left;padding-right:1em}}
+img{{max-width:100%}} .notes{{color:#a40}}</style></head>
+<body>
+{body}
 <script>
-// Says how many images decoded, for a test (and for a reader who wonders).
 window.addEventListener("load", () => {{
   const ok = [...document.images].filter(i => i.complete && i.naturalWidth > 0).length;
   document.body.dataset.imagesDecoded = ok + "/" + document.images.length;
@@ -257,3 +255,15 @@ window.addEventListener("load", () => {{
 </script>
 </body></html>
 """
+
+
+def write_page(output: Path, text: str, pngs: dict[str, bytes]) -> None:
+    """The page and its PNGs beside it (output-PLOT.png), or a UsageError and nothing half-written."""
+    try:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        for plot, data in pngs.items():
+            (output.parent / f"{output.stem}-{plot}.png").write_bytes(data)
+        output.write_text(text)
+    except OSError as err:
+        raise UsageError(f"cannot write the report {str(output)!r}: {err.strerror}",
+                         "give -o a file in a directory you can write") from None

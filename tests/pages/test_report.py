@@ -28,6 +28,17 @@ def chromium():
     return [found, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars"]
 
 
+def assert_loads_in_chromium(page, tmp_path, images: int) -> None:
+    """Headless Chromium's own count says every image decoded; its screenshot is not blank."""
+    dom = subprocess.run(chromium() + ["--virtual-time-budget=5000", "--dump-dom", page.as_uri()],
+                         capture_output=True, text=True, timeout=120)
+    assert f'data-images-decoded="{images}/{images}"' in dom.stdout, dom.stderr[-2000:]
+    shot = tmp_path / "shot.png"
+    subprocess.run(chromium() + [f"--screenshot={shot}", "--window-size=1000,1600", page.as_uri()],
+                   capture_output=True, text=True, timeout=120)
+    assert not_blank(shot)
+
+
 @pytest.fixture(scope="module")
 def resumed_run(tmp_path_factory):
     run_dir = tmp_path_factory.mktemp("report") / "run"
@@ -49,13 +60,7 @@ def test_the_report_of_a_resumed_run_loads_in_chromium_with_every_plot(resumed_r
     assert "restarts (resumed at step)</th><td>4" in text and "&quot;dp&quot;" in text  # marked; the config
     for plot in ("loss", "throughput", "step_times"):
         assert not_blank(resumed_run / f"report-{plot}.png"), plot
-    dom = subprocess.run(chromium() + ["--virtual-time-budget=5000", "--dump-dom", page.as_uri()],
-                         capture_output=True, text=True, timeout=120)
-    assert 'data-images-decoded="3/3"' in dom.stdout, dom.stderr[-2000:]
-    shot = tmp_path / "shot.png"
-    subprocess.run(chromium() + [f"--screenshot={shot}", "--window-size=1000,1400", page.as_uri()],
-                   capture_output=True, text=True, timeout=120)
-    assert not_blank(shot)
+    assert_loads_in_chromium(page, tmp_path, 3)
 
 
 def test_no_metrics_or_a_cut_line_is_said_and_the_page_still_renders(tmp_path, resumed_run):
@@ -105,3 +110,37 @@ def test_a_resume_that_redoes_no_step_is_marked_too(tmp_path):
         assert done.returncode == 0, done.stderr[-2000:]
     assert run_hpcjax("report", str(run_dir)).returncode == 0
     assert "restarts (resumed at step)</th><td>5<" in (run_dir / "report.html").read_text()
+
+
+def test_a_comparison_of_two_learning_rates_overlays_the_curves_and_lists_what_differs(tmp_path):
+    """issue 25: `hpcjax report RUN_A RUN_B` (two real runs, learning rates 3e-3 and 1e-3): every
+    plot has a curve per run, the differing key is listed (and a shared one is not), and the page
+    loads in Chromium with its images decoded and a screenshot that is not blank."""
+    from hpcjax.pages import compare
+    from hpcjax.pages.page import read_run
+
+    env = {**os.environ, "HPCJAX_GPUS_PER_PROCESS": "1"}
+    runs = []
+    for rate in ("3e-3", "1e-3"):
+        run_dir = tmp_path / f"lr{rate}"
+        done = subprocess.run([sys.executable, "-m", "hpcjax", "train", "--run-dir", str(run_dir), *TINY,
+                               "--learning-rate", rate], capture_output=True, text=True, env=env, timeout=300)
+        assert done.returncode == 0, done.stderr[-2000:]
+        runs.append(run_dir)
+    made = run_hpcjax("report", *map(str, runs), "-o", str(tmp_path / "cmp" / "compare.html"))
+    assert made.returncode == 0, made.stderr
+    page = tmp_path / "cmp" / "compare.html"
+    assert made.stdout.strip() == str(page.resolve())
+    text = page.read_text()
+    differs = text[text.index('<table class="differs">'):].split("</table>")[0]
+    assert "<th>learning_rate</th><td>0.003</td><td>0.001</td>" in differs
+    assert "<th>strategy</th>" not in differs  # the same in both: not listed
+    records = [read_run(r) for r in runs]
+    for plot in compare.PLOTS:
+        assert not_blank(tmp_path / "cmp" / f"compare-{plot}.png"), plot
+        lines = compare._figure(plot, records, compare.names_of(runs)).axes[0].get_lines()
+        curves = [line.get_label() for line in lines if len(line.get_xdata()) == 8]
+        assert len(curves) == 2 and curves[0].startswith("lr3e-3") and curves[1].startswith("lr1e-3"), (plot, curves)
+    assert_loads_in_chromium(page, tmp_path, 3)
+    one = run_hpcjax("report", *map(str, runs), "--cluster", "nowhere.invalid")
+    assert one.returncode == 2 and "a comparison reads run directories here" in one.stderr
