@@ -21,6 +21,8 @@ from hpcjax.rundir import RunDir, run_dir_argument
 
 SACCT_ATTEMPTS = ("JobID", "State", "Start", "End", "NodeList", "AllocTRES", "ExitCode")
 METRICS_TAIL_BYTES = 1 << 16  # the last metrics are at the end: never read a whole long record
+# A finished run whose attempts accounting never gave is asked about for this long, then left as it is.
+ATTEMPTS_FOR_S = 7 * 86400
 
 
 def kind_of(command) -> str:
@@ -94,8 +96,10 @@ def refresh(conn: sqlite3.Connection, rows: list[dict]) -> None:
     """Bring the given runs up to date: SLURM's unfinished ones by cluster, local ones from their
     records, and every run's last metrics."""
     by_cluster: dict[str, list[dict]] = {}
+    recent = time.time() - ATTEMPTS_FOR_S
     for row in rows:
-        settled = row["final"] and row["attempts"] and all(a.get("end") for a in row["attempts"])
+        settled = row["final"] and ((row["attempts"] and all(a.get("end") for a in row["attempts"]))
+                                    or (row["submitted"] or 0) < recent)
         if row["backend"] == "slurm" and not settled:  # its attempts too, once accounting has them
             by_cluster.setdefault(row["cluster"] or "", []).append(row)
         elif row["backend"] == "local" and not row["final"]:

@@ -189,3 +189,14 @@ def test_relaunch_of_a_training_run_gives_the_same_losses(tmp_path, hpcjax_home)
     assert losses(tmp_path / "run") == before and len(before) == 8
     [row] = [r for r in listed(tmp_path) if r["key"] == again.stdout.split()[0]]
     assert row["kind"] == "train" and row["metrics"]["loss"] == before[-1]
+
+
+def test_a_run_slurm_has_forgotten_stays_as_last_seen(tmp_path, hpcjax_home):
+    """A finished run whose job SLURM no longer knows (MinJobAge, accounting purged) is still
+    listed with its state and attempts; asking SLURM about it changes nothing."""
+    with closing(db.connect()) as conn:
+        db.save(conn, "999991", job_id="999991", backend="slurm", name="old", state="COMPLETED", final=True,
+                submitted=1000.0, nodes=1, gpus_per_node=4)
+        db.save_attempts(conn, "999991", [{"attempt": 1, "start": 1000.0, "end": 4600.0, "gpus": 4}])
+    [row] = listed(tmp_path)
+    assert (row["key"], row["state"], row["gpu_hours"]) == ("999991", "COMPLETED", pytest.approx(4.0))

@@ -1,5 +1,5 @@
 """The catalog of runs on the dev cluster (issue 25): jobs of every kind (a CLI submit, a
-failing one, a smoke test, a job that requeued itself once, a remote map of 3) appear in
+failing one, a smoke test, a job that requeued itself once, a remote map of 3, a Trainer run) appear in
 `hpcjax runs` with their states and attempts, and their GPU hours are sacct's elapsed
 times x GPUs, summed over attempts."""
 
@@ -35,6 +35,12 @@ def test_every_kind_of_job_is_in_the_catalog_with_its_attempts_and_gpu_hours(tmp
     square = hpcjax.remote(nodes=1, gpus_per_node=1, backend="slurm", storage_path=str(tmp_path / "calls"))(
         api_cases.square_or_fail)
     assert [c.result() for c in square.map([1, 2, 4])] == [2, 5, 17]
+    trainer = hpcjax.Trainer(api_cases.counting_loop, train_loop_config={"start": 1.0, "pause": 0.0,
+                                                                         "scratch": str(tmp_path / "scratch")},
+                             scaling_config=hpcjax.ScalingConfig(nodes=1, gpus_per_node=2),
+                             run_config=hpcjax.RunConfig(storage_path=str(tmp_path / "results"), name="count",
+                                                         backend="slurm"))
+    assert trainer.fit().error is None
 
     listed = run_hpcjax("runs", "--json", cwd=tmp_path)
     assert listed.returncode == 0, listed.stderr
@@ -45,8 +51,10 @@ def test_every_kind_of_job_is_in_the_catalog_with_its_attempts_and_gpu_hours(tmp
     assert rows[requeued]["state"] == "COMPLETED"
     [smoke_run] = [r for r in rows.values() if r["kind"] == "smoke"]
     assert smoke_run["state"] == "COMPLETED" and smoke_run["nodes"] == 2
-    mapped = sorted(k for k, r in rows.items() if r["kind"] == "api")
+    mapped = sorted(k for k, r in rows.items() if r["kind"] == "api" and r["name"] == "square_or_fail")
     assert len(mapped) == 3 and all(rows[k]["state"] == "COMPLETED" for k in mapped)
+    [trained] = [r for r in rows.values() if r["kind"] == "api" and r["name"] != "square_or_fail"]
+    assert trained["state"] == "COMPLETED" and trained["gpus_per_node"] == 2
     assert len({k.split("_")[0] for k in mapped}) == 1  # one job array
 
     # GPU hours: sacct's elapsed seconds x the GPUs it allocated, summed over each job's attempts

@@ -83,6 +83,14 @@ def test_submit_from_a_laptop_ships_the_tree_runs_its_snapshot_and_follows_it(la
     assert status.returncode == 0, status.stderr
     assert json.loads(status.stdout)["state"] == "COMPLETED"
 
+    # the laptop's catalog of runs: both jobs, on the cluster, their attempts from the cluster's sacct
+    listed = run_hpcjax("runs", "--json", cwd=laptop)
+    assert listed.returncode == 0, listed.stderr
+    rows = {r["job_id"]: r for r in json.loads(listed.stdout)}
+    assert rows[job]["state"] == rows[first.stdout.strip()]["state"] == "COMPLETED"
+    assert rows[job]["cluster"] and rows[job]["key"] == f"{job}@{rows[job]['key'].split('@')[1]}"
+    assert rows[job]["attempts"][0]["nodelist"] == "node[1-2]" and rows[job]["gpu_hours"] >= 0
+
 
 def test_cancel_and_a_second_laptop_attach_through_the_record_on_the_cluster(laptop, ssh_cluster, monkeypatch):
     profiles = ssh_cluster.profiles(laptop / "profiles.toml")
