@@ -132,3 +132,19 @@ def test_a_chain_that_succeeds_runs_in_order(tmp_path, hpcjax_home, monkeypatch)
     lines = [line.split() for line in (tmp_path / "order").read_text().splitlines()]
     assert [name for name, _ in lines] == ["a", "b", "c"]
     assert float(lines[0][1]) < float(lines[1][1]) < float(lines[2][1])
+
+
+def test_after_in_a_remote_functions_submit(tmp_path, hpcjax_home):
+    """f.submit(..., after=handle): the second call waits for the first; the first fails, so
+    the second is cancelled without running, and its error says why."""
+    import api_cases
+
+    square = hpcjax.remote(backend="local", storage_path=str(tmp_path / "calls"))(api_cases.square_or_fail)
+    first = square.submit(3)  # raises on its rank
+    second = square.submit(2, after=first)
+    error = second.exception()
+    assert isinstance(error, hpcjax.RemoteError), error
+    assert f"not started: job {first.job_id} failed (--after {first.job_id}:ok)" in str(error)
+    assert second.run.outcome.state == "CANCELLED" and isinstance(first.exception(), hpcjax.RemoteError)
+    ok = square.submit(4, after=[f"{first.job_id}:any"])
+    assert ok.result() == 17
