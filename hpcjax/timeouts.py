@@ -7,8 +7,11 @@ timeout to match. Standard library only (imported in every room).
 The timeout adapts to the job, as NVIDIA's resiliency extension computes its own from
 observed intervals: until WARMUP intervals have been seen after the first (which holds the
 compilation), it is the ceiling; then FACTOR times the longest interval seen so far, never
-below the floor nor above the ceiling. A slow evaluation every 20 steps raises the longest
-interval once it has been seen: the floor must exceed any pause the job makes before that.
+below the floor nor above the ceiling, except that an interval the job has already taken in
+health (twice the longest seen) is never called a hang, whatever the ceiling. A slow
+evaluation every 20 steps raises the longest interval once it has been seen: the floor must
+exceed any pause the job makes before that, and the ceiling the first intervals (a Trainer
+that reports once per epoch: the epoch).
 """
 
 from __future__ import annotations
@@ -24,7 +27,8 @@ CEILING_ENV = "HPCJAX_HANG_CEILING"
 FACTOR_ENV = "HPCJAX_HANG_FACTOR"
 FIXED_ENV = "HPCJAX_STEP_TIMEOUT"  # the older fixed timeout: floor = ceiling = its value, 0 is off
 NAMES = (FLOOR_ENV, CEILING_ENV, FACTOR_ENV, FIXED_ENV)
-DEFAULT_FLOOR_S, DEFAULT_CEILING_S, DEFAULT_FACTOR = 300.0, 1800.0, 5.0
+DEFAULT_FLOOR_S, DEFAULT_CEILING_S, DEFAULT_FACTOR = 300.0, 3600.0, 5.0
+SEEN_MARGIN = 2.0  # an interval this job has already taken in health is never a hang: at least this x it
 WARMUP = 3  # intervals after the first before the timeout follows them
 GRACE_S = 15.0  # how long the first rank to see a hang waits for every rank's stacks
 # XLA's own bound on a collective that a rank never enters (GPU only); the hang watch fires first.
@@ -49,8 +53,8 @@ class HangSettings:
         if self.off:
             return math.inf
         if intervals <= WARMUP:
-            return self.ceiling_s
-        return min(self.ceiling_s, max(self.floor_s, self.factor * longest))
+            return max(self.ceiling_s, SEEN_MARGIN * longest)
+        return max(min(self.ceiling_s, max(self.floor_s, self.factor * longest)), SEEN_MARGIN * longest)
 
     def explain(self, intervals: int, longest: float) -> str:
         """How timeout() came to its value, for the message that ends a job."""

@@ -275,7 +275,7 @@ def test_the_coordinator_port_moves_with_each_attempt_in_bash_and_python_alike()
 
 
 @pytest.mark.parametrize("job_flags, ceiling, expected", [
-    ("", "", "--xla_gpu_nccl_termination_timeout_seconds=1860"),
+    ("", "", "--xla_gpu_nccl_termination_timeout_seconds=3660"),
     ("--xla_dump_to=/tmp/d", "600", "--xla_gpu_nccl_termination_timeout_seconds=660 --xla_dump_to=/tmp/d"),
     ("--xla_gpu_nccl_termination_timeout_seconds=99", "", "--xla_gpu_nccl_termination_timeout_seconds=99"),
 ])

@@ -26,11 +26,14 @@ FAST = {"HPCJAX_HANG_FLOOR": "4", "HPCJAX_HANG_CEILING": "60"}
 
 
 @pytest.mark.parametrize("intervals, longest, expected", [
-    (0, 0.0, 1800.0),  # nothing seen yet: the ceiling (the first interval holds the compile)
-    (3, 0.1, 1800.0),  # still warming up
+    (0, 0.0, 3600.0),  # nothing seen yet: the ceiling (the first interval holds the compile)
+    (3, 0.1, 3600.0),  # still warming up
     (4, 0.1, 300.0),  # fast steps: the floor
     (4, 100.0, 500.0),  # 5 x the longest interval
-    (50, 1000.0, 1800.0),  # never above the ceiling
+    (50, 500.0, 2500.0),
+    (50, 1000.0, 3600.0),  # never above the ceiling...
+    (50, 2400.0, 4800.0),  # ...unless the job has taken such an interval in health: twice it
+    (3, 2400.0, 4800.0),
 ])
 def test_the_timeout_is_a_multiple_of_the_longest_interval_within_floor_and_ceiling(intervals, longest, expected):
     assert HangSettings().timeout(intervals, longest) == expected
@@ -39,9 +42,9 @@ def test_the_timeout_is_a_multiple_of_the_longest_interval_within_floor_and_ceil
 def test_the_knobs_and_the_older_fixed_timeout():
     assert HangSettings.from_env({"HPCJAX_HANG_FLOOR": "20", "HPCJAX_HANG_FACTOR": "3"}).timeout(9, 10.0) == 30
     fixed = HangSettings.from_env({"HPCJAX_STEP_TIMEOUT": "90"})
-    assert fixed.timeout(0, 0) == fixed.timeout(20, 1.0) == fixed.timeout(20, 500.0) == 90
+    assert fixed.timeout(0, 0) == fixed.timeout(20, 1.0) == fixed.timeout(20, 40.0) == 90
     assert HangSettings.from_env({"HPCJAX_HANG_CEILING": "0"}).off
-    assert HangSettings.from_env({}).nccl_timeout_s == 1800 + 4 * timeouts.GRACE_S
+    assert HangSettings.from_env({}).nccl_timeout_s == 3600 + 4 * timeouts.GRACE_S
     assert HangSettings.from_env({"HPCJAX_HANG_CEILING": "0"}).nccl_timeout_s is None
 
 
