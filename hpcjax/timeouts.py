@@ -26,7 +26,6 @@ FLOOR_ENV = "HPCJAX_HANG_FLOOR"
 CEILING_ENV = "HPCJAX_HANG_CEILING"
 FACTOR_ENV = "HPCJAX_HANG_FACTOR"
 FIXED_ENV = "HPCJAX_STEP_TIMEOUT"  # the older fixed timeout: floor = ceiling = its value, 0 is off
-NAMES = (FLOOR_ENV, CEILING_ENV, FACTOR_ENV, FIXED_ENV)
 DEFAULT_FLOOR_S, DEFAULT_CEILING_S, DEFAULT_FACTOR = 300.0, 3600.0, 5.0
 SEEN_MARGIN = 2.0  # an interval this job has already taken in health is never a hang: at least this x it
 WARMUP = 3  # intervals after the first before the timeout follows them

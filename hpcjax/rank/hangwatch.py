@@ -103,10 +103,10 @@ class Watch:
     def timeout(self) -> float:
         return self.settings.timeout(self.intervals, self.longest)
 
-    def _path(self, template: str) -> Path | None:
+    def _path(self, template: str, rank: int | None = None) -> Path | None:
         if self.log_dir is None:
             return None
-        return self.log_dir / template.replace("%j", self.job).replace("%t", str(self.rank))
+        return self.log_dir / template.replace("%j", self.job).replace("%t", str(self.rank if rank is None else rank))
 
     def _watch(self) -> None:
         marker = self._path(contract.HANG_MARKER)
@@ -176,8 +176,7 @@ class Watch:
             print(f"hpcjax: process {self.rank}: could not write {path}: {error}", file=sys.stderr, flush=True)
 
     def _everyone_wrote(self) -> bool:
-        return all(self.log_dir.joinpath(contract.RANK_HANG.replace("%j", self.job).replace("%t", str(r))).exists()
-                   for r in range(self.ranks))
+        return all(self._path(contract.RANK_HANG, rank).exists() for rank in range(self.ranks))
 
 
 _watch: Watch | None = None
