@@ -178,15 +178,15 @@ def test_relaunch_of_a_training_run_gives_the_same_losses(tmp_path, hpcjax_home)
         return [json.loads(line)["loss"] for line in (run_dir / "metrics.jsonl").read_text().splitlines()
                 if '"loss"' in line]
 
-    command = [sys.executable, "-m", "hpcjax", "train", "--steps", "8", "--run-dir", "run", *MODEL]
-    first = run_hpcjax("submit", "--backend", "local", "--nodes", "1", "--gpus-per-node", "2", "--", *command,
+    command = [sys.executable, "-m", "hpcjax", "train", "--steps", "5", "--run-dir", "run", *MODEL]
+    first = run_hpcjax("submit", "--backend", "local", "--nodes", "1", "--gpus-per-node", "1", "--", *command,
                        cwd=tmp_path, timeout=600)
     assert first.returncode == 0, first.stderr
     before = losses(tmp_path / "run")
     os.rename(tmp_path / "run", tmp_path / "first-run")  # the relaunch starts afresh, not from its checkpoint
     again = run_hpcjax("relaunch", first.stdout.split()[0], cwd=tmp_path, timeout=600)
     assert again.returncode == 0, again.stderr
-    assert losses(tmp_path / "run") == before and len(before) == 8
+    assert losses(tmp_path / "run") == before and len(before) == 5
     [row] = [r for r in listed(tmp_path) if r["key"] == again.stdout.split()[0]]
     assert row["kind"] == "train" and row["metrics"]["loss"] == before[-1]
 

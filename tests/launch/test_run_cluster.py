@@ -26,7 +26,8 @@ def spec(tmp_path, mode, nodes=2, gpus=2):
                    output_dir=str(tmp_path / "logs"), time="00:05:00")
 
 
-def wait_for(predicate, what, limit_s=60):
+def wait_for(predicate, what, limit_s=300):
+    """The dev cluster is shared by three groups of tests at once: a job may queue for a while."""
     deadline = time.monotonic() + limit_s
     while not predicate():
         assert time.monotonic() < deadline, what
