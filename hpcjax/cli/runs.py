@@ -81,6 +81,12 @@ def last_metric(run: dict) -> str:
     return f"{name} {metrics[name]:.4g}{step}"
 
 
+def aligned(lines: list[tuple]) -> str:
+    """Rows of text cells in columns as wide as their widest cell."""
+    widths = [max(len(line[i]) for line in lines) for i in range(len(lines[0]))]
+    return "".join("  ".join(cell.ljust(w) for cell, w in zip(line, widths)).rstrip() + "\n" for line in lines)
+
+
 def table(rows: list[dict]) -> str:
     head = ("ID", "NAME", "STATE", "LAYOUT", "SUBMITTED", "DURATION", "GPU-H", "ATTEMPTS", "LAST")
     lines = [head]
@@ -89,8 +95,7 @@ def table(rows: list[dict]) -> str:
         lines.append((run["key"], run["name"] or "", run["state"] or "?", layout,
                       datetime.fromtimestamp(run["submitted"]).strftime("%m-%d %H:%M") if run["submitted"] else "",
                       clock(duration(run)), f"{run['gpu_hours']:.3f}", str(len(run["attempts"])), last_metric(run)))
-    widths = [max(len(line[i]) for line in lines) for i in range(len(head))]
-    return "".join("  ".join(cell.ljust(w) for cell, w in zip(line, widths)).rstrip() + "\n" for line in lines)
+    return aligned(lines)
 
 
 def metric(run: dict, name: str):
@@ -112,8 +117,7 @@ def sweep_table(rows: list[dict], sort: str | None) -> str:
         value = metric(run, shown)
         lines.append((run["key"], *[(run.get("sweep_values") or {}).get(n, "") for n in names], run["state"] or "?",
                       "" if value is None else f"{value:.6g}"))
-    widths = [max(len(line[i]) for line in lines) for i in range(len(lines[0]))]
-    return "".join("  ".join(cell.ljust(w) for cell, w in zip(line, widths)).rstrip() + "\n" for line in lines)
+    return aligned(lines)
 
 
 def usage(rows: list[dict], by: str) -> list[dict]:

@@ -30,9 +30,9 @@ def kind_of(command) -> str:
     words = " ".join(map(str, command))
     if "hpcjax.api.worker" in words:
         return "api"
-    if "-m hpcjax check" in words or "hpcjax check" in words:
+    if "hpcjax check" in words:
         return "smoke"
-    if "hpcjax train" in words or "-m hpcjax train" in words:
+    if "hpcjax train" in words:
         return "train"
     return "command"
 

@@ -186,10 +186,11 @@ _lock = threading.Lock()
 def watch() -> Watch:
     """This process's watch, made on first use from the job's variables (hpcjax.timeouts)."""
     global _watch
-    with _lock:
-        if _watch is None:
-            _watch = Watch(HangSettings.from_env())
-        return _watch
+    if _watch is None:  # progress() is called every step: the lock only for the first
+        with _lock:
+            if _watch is None:
+                _watch = Watch(HangSettings.from_env())
+    return _watch
 
 
 def progress(step: int | None = None) -> None:
