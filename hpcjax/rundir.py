@@ -8,7 +8,9 @@ it. Standard library only: it is imported on every rank and on the login side.
     <run>/metrics.jsonl       one JSON object per line, appended (see the kinds below)
     <run>/config.json         the run's configuration and layout
     <run>/profile/            JAX profiler traces (--profile-steps)
-    <run>/compile-cache/      JAX's persistent compilation cache (--compile-cache auto)
+    <run>/compile-cache/      JAX's persistent compilation cache (--compile-cache auto), and the
+                              step's serialized executables in executables/ (rank.executables)
+    <run>/data/               the training corpus, built once and read by every later start
     <run>/tensorboard/        TensorBoard event files (rank.scalars)
     <run>/reports.jsonl       a Trainer run's reports, in order (api.session)
     <run>/checkpoint.json     a Trainer run's latest checkpoint (api.session)
@@ -23,6 +25,7 @@ METRICS = "metrics.jsonl"
 CONFIG = "config.json"
 PROFILE = "profile"
 COMPILE_CACHE = "compile-cache"
+DATA = "data"
 TENSORBOARD = "tensorboard"
 REPORTS = "reports.jsonl"
 LATEST_CHECKPOINT = "checkpoint.json"
@@ -35,8 +38,10 @@ MARKS = (METRICS, CONFIG, CHECKPOINTS, REPORTS, LATEST_CHECKPOINT)
 #   a run began  {"step", "run_started": true, "resumed": bool}
 #   a run ended  {"step", "val_loss": float|null, "stopped_early": bool}
 #   a capture    {"step", "pace": {...}}                              (train.pace)
+#   a start      {"step", "time_to_first_step": {"total_s", "phases": [{"phase", "s", "how"}], ...}}
+#                (train.observe: one per attempt, after its first step)
 STEP_FIELDS = ("step", "loss", "grad_norm", "learning_rate", "step_time_s", "tokens_per_s", "mfu")
-STEP, START, END, PACE = "step", "start", "end", "pace"
+STEP, START, END, PACE, FIRST_STEP = "step", "start", "end", "pace", "first_step"
 
 
 def kind_of(entry: dict) -> str | None:
@@ -49,6 +54,8 @@ def kind_of(entry: dict) -> str | None:
         return END
     if isinstance(entry.get("pace"), dict):
         return PACE
+    if isinstance(entry.get("time_to_first_step"), dict):
+        return FIRST_STEP
     return None
 
 
@@ -84,6 +91,7 @@ class RunDir:
     config = _entry(CONFIG, "the run's configuration and layout")
     profile = _entry(PROFILE, "JAX profiler traces")
     compile_cache = _entry(COMPILE_CACHE, "JAX's persistent compilation cache, when the run keeps its own")
+    data = _entry(DATA, "the training corpus, built once per run directory")
     tensorboard = _entry(TENSORBOARD, "TensorBoard event files")
     reports = _entry(REPORTS, "a Trainer run's reports")
     latest_checkpoint = _entry(LATEST_CHECKPOINT, "a Trainer run's latest checkpoint")

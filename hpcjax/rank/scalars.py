@@ -20,19 +20,26 @@ from hpcjax.rundir import RunDir
 
 class Scalars:
     def __init__(self, run_dir: Path | None, start_step: int, tags: dict[str, str] | None = None) -> None:
-        """`tags`: record names -> TensorBoard tags; None: every number, as report/<name>."""
+        """`tags`: record names -> TensorBoard tags; None: every number, as report/<name>.
+        The writer (and tensorboardX, ~0.1 s to import) comes with the first scalar, not before
+        a run's first step."""
         self.writer, self.tags = None, tags
-        if run_dir is None:  # not process 0
-            return
+        self.run_dir, self.start_step = run_dir, start_step  # None: not process 0
+
+    def _open(self) -> None:
+        run_dir, self.run_dir = self.run_dir, None  # tried once
         try:
             from tensorboardX import SummaryWriter
         except ImportError:
             print("TensorBoard scalars off: tensorboardX is not installed here (the JSON lines have every step)",
                   file=sys.stderr, flush=True)
             return
-        self.writer = SummaryWriter(str(RunDir(run_dir).tensorboard), purge_step=start_step or None, flush_secs=10)
+        self.writer = SummaryWriter(str(RunDir(run_dir).tensorboard), purge_step=self.start_step or None,
+                                    flush_secs=10)
 
     def add(self, step: int, record: dict) -> None:
+        if self.run_dir is not None:
+            self._open()
         if self.writer is None:
             return
         names = self.tags or {name: f"report/{name}" for name in record}

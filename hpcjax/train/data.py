@@ -11,6 +11,10 @@ beyond the step number: resuming at step s is exact.
 from __future__ import annotations
 
 import hashlib
+import io
+import json
+import os
+import sys
 import sysconfig
 from dataclasses import dataclass
 from functools import lru_cache
@@ -44,6 +48,32 @@ def load_corpus(max_bytes: int, root: str | None = None) -> tuple[np.ndarray, np
                          "(some minimal images strip it), or lower --corpus-bytes")
     as_array = lambda parts: np.frombuffer(b"\n".join(parts), dtype=np.uint8)  # noqa: E731
     return as_array(train), as_array(val)
+
+
+def corpus_kept_in(directory: Path, max_bytes: int) -> tuple[np.ndarray, np.ndarray, str]:
+    """`load_corpus`, built once per run directory: kept in `directory` (the run's data/) and
+    read back by every later start while the Python it came from is the same. Returns (train,
+    validation, how it came: "warm: ..." or "cold: ...")."""
+    file = Path(directory) / f"corpus-{max_bytes}.npz"
+    key = json.dumps({"python": sys.version, "stdlib": sysconfig.get_paths()["stdlib"], "bytes": max_bytes})
+    try:
+        with np.load(file) as kept:
+            if str(kept["key"]) == key:
+                return kept["train"], kept["validation"], f"warm: the corpus kept in {file}"
+    except (OSError, ValueError, KeyError, EOFError):  # none yet, or not one we can read: build it
+        pass
+    train, validation = load_corpus(max_bytes)
+    try:  # whole or not at all: every rank may write it at once
+        buffer = io.BytesIO()
+        np.savez(buffer, train=train, validation=validation, key=np.array(key))
+        file.parent.mkdir(parents=True, exist_ok=True)
+        temporary = file.with_name(f".{file.name}.{os.getpid()}.tmp")
+        temporary.write_bytes(buffer.getvalue())
+        os.replace(temporary, file)
+        kept = f"kept in {file}"
+    except OSError as err:
+        kept = f"not kept ({err.strerror})"
+    return train, validation, f"cold: read from the standard library's source, {kept}"
 
 
 @dataclass(frozen=True)

@@ -23,12 +23,13 @@ from hpcjax.train import data
 from hpcjax.train.checkpoint import Checkpoints
 from hpcjax.train.config import TrainConfig
 from hpcjax.train.metrics import RecordWriter
-from hpcjax.train.observe import FirstStep, StepProfiler
+from hpcjax.train.observe import StartClock, StepProfiler
 from hpcjax.train.pace import PaceMeter
 from hpcjax.train.pipeline import bubble_fraction
 from hpcjax.train.shardings import describe_mesh
 from hpcjax.train.step import StepProgram, build_program, learning_rate, node_of
 from hpcjax.train.stop import StepProgress, StopRequest, coordination_client
+from hpcjax.train.warm import compiled_step
 from hpcjax.contract import node_name
 
 
@@ -41,12 +42,17 @@ def train(cfg: TrainConfig) -> dict:
     """Run (or resume) training in this process; every process of the job calls it.
     Returns a summary: losses, validation loss, where it started and stopped."""
     start_process(cfg)
-    first_step = FirstStep()
-    program, state = build_program(cfg)
+    clock = StartClock()
     run = RunDir(cfg.run_dir)
-    train_tokens, val_tokens = data.load_corpus(cfg.corpus_bytes)
     checkpoints = Checkpoints(run.checkpoints, cfg.checkpoint_every)
-    state, start, resumed = resume(checkpoints, state)
+    latest = checkpoints.latest_step()
+    program, state = build_program(cfg, abstract=latest is not None)  # a checkpoint fills the shapes
+    clock.phase("model", "warm: shapes only, the checkpoint fills them" if latest is not None
+                else "cold: parameters initialized from the seed")
+    train_tokens, val_tokens, how = data.corpus_kept_in(run.data, cfg.corpus_bytes)
+    clock.phase("data", how)
+    state, start, resumed = resume(checkpoints, state, latest)
+    clock.phase("restore", f"step {latest} from {checkpoints.directory}" if resumed else "no checkpoint")
     announce(cfg, program, start, len(train_tokens))
     write_config(cfg, program, run)
     writer = open_record(cfg, run, start, resumed)
@@ -58,18 +64,21 @@ def train(cfg: TrainConfig) -> dict:
               if s is not None]
     end_step = StepEnd(cfg, start, StopRequest(), pace, writer, checkpoints, watch)
     batches = program.batches(data.Batches(train_tokens, cfg.model.seq_len, cfg.batch_size, cfg.seed), start)
+    clock.phase("setup")
     done, step_fn = start, None
     try:
         for step in range(start, cfg.steps):
             lr, batch = learning_rate(cfg, step), next(batches)
-            if step_fn is None:  # compiled ahead of time, so the first step's phases are timed apart
-                step_fn = first_step.compile(program.train_step, state, batch, lr)
+            if step_fn is None:  # compiled (or loaded) ahead of time, so the first step's phases are timed apart
+                step_fn, how = compiled_step(cfg, program.train_step, (state, batch, lr))
+                clock.phase("compile", how)
             for stage in stages:
                 stage.before_step(step)
             state, metrics = step_fn(state, batch, lr)
             if step == start:
-                first_step.ran(metrics)
-                say(first_step.describe())
+                clock.ran(metrics)
+                say(clock.describe())
+                writer.write_event({"step": start, "time_to_first_step": clock.as_dict()})
             for stage in reversed(stages):
                 stage.after_step(step, lr, metrics)
             done = step + 1
@@ -84,7 +93,7 @@ def train(cfg: TrainConfig) -> dict:
             stage.close()
         checkpoints.close()
     return {**summarize(cfg, writer.history, start, val_loss, end_step.stopped_early, run.path),
-            "time_to_first_step": first_step.as_dict() if done > start else None}
+            "time_to_first_step": clock.as_dict() if done > start else None}
 
 
 def start_process(cfg: TrainConfig) -> None:
@@ -101,9 +110,8 @@ def start_process(cfg: TrainConfig) -> None:
         say(f"profiler server on port {cfg.profile_server} of every process (capture from TensorBoard)")
 
 
-def resume(checkpoints: Checkpoints, state) -> tuple[dict, int, bool]:
-    """The state to start from, its step, and whether it came from a checkpoint."""
-    latest = checkpoints.latest_step()
+def resume(checkpoints: Checkpoints, state, latest: int | None) -> tuple[dict, int, bool]:
+    """The state to start from, its step, and whether it came from a checkpoint (`latest`)."""
     if latest is None:
         return state, 0, False
     state, start = checkpoints.restore(latest, state)

@@ -15,6 +15,26 @@ from hpcjax.train.shardings import Specs, named
 def init_params(config: ModelConfig, specs: Specs, mesh: Mesh, key: jax.Array) -> dict:
     """Every parameter initialized on the devices that hold its shard, in one jitted program
     (one compile, not one per parameter) whose out_shardings are the parameters' own."""
+    plan, layout = param_plan(config, specs)
+
+    def create(key):
+        made = [init(jax.random.fold_in(key, i), shape, jnp.float32) for i, (init, shape, _) in enumerate(plan)]
+        return jax.tree.map(lambda i: made[i], layout)
+
+    shardings = jax.tree.map(lambda i: named(mesh, plan[i][2]), layout)
+    return jax.jit(create, out_shardings=shardings)(key)
+
+
+def abstract_params(config: ModelConfig, specs: Specs, mesh: Mesh) -> dict:
+    """The parameters' shapes, dtypes and shardings, without computing them (a restore fills them)."""
+    plan, layout = param_plan(config, specs)
+    return jax.tree.map(lambda i: jax.ShapeDtypeStruct(plan[i][1], jnp.float32, sharding=named(mesh, plan[i][2])),
+                        layout)
+
+
+def param_plan(config: ModelConfig, specs: Specs) -> tuple[list, dict]:
+    """(initializer, shape, PartitionSpec) per parameter, in the order the keys are folded in,
+    and the parameter tree with each leaf's place in that list."""
     he, normal = jax.nn.initializers.he_normal(), jax.nn.initializers.normal(0.02)
     zeros, ones = jax.nn.initializers.zeros, jax.nn.initializers.ones
     c, plan = config, []  # (initializer, shape, PartitionSpec), in the order the keys are folded in
@@ -45,13 +65,7 @@ def init_params(config: ModelConfig, specs: Specs, mesh: Mesh, key: jax.Array) -
         "out_kernel": make(he, (c.d_model, c.vocab), specs.out_kernel),
         "out_bias": make(zeros, (c.vocab,), specs.vector),
     }
-
-    def create(key):
-        made = [init(jax.random.fold_in(key, i), shape, jnp.float32) for i, (init, shape, _) in enumerate(plan)]
-        return jax.tree.map(lambda i: made[i], layout)
-
-    shardings = jax.tree.map(lambda i: named(mesh, plan[i][2]), layout)
-    return jax.jit(create, out_shardings=shardings)(key)
+    return plan, layout
 
 
 def _layer_norm(x, p, eps=1e-5):

@@ -1,9 +1,9 @@
-"""What a run shows about its own cost: the time to the first step (start, JAX
-initialized, compiled or loaded from the cache, first step done) and profiler
-traces of chosen steps.
+"""What a run shows about its own cost: the time to the first step, phase by phase
+(initialized, model, data, restore, compile, first step; each warm or cold), and
+profiler traces of chosen steps.
 
-The first step is compiled ahead of time (`lower(...).compile()`), so compilation
-and execution are timed apart; it is the only step the host waits for on purpose.
+The first step is compiled ahead of time (or its executable loaded), so compilation and
+execution are timed apart; it is the only step the host waits for on purpose.
 """
 
 from __future__ import annotations
@@ -14,51 +14,54 @@ from pathlib import Path
 
 import jax
 
-from hpcjax.rank import compile_cache, runtime
+from hpcjax.rank import runtime
 from hpcjax.rundir import RunDir
 from hpcjax.train.stage import Stage
 
 
-class FirstStep:
+class StartClock:
+    """This attempt's start, phase by phase on one clock from the process's start: each phase
+    ends where the next begins, so they add up to the time to the first step. A phase says
+    whether it came warm (reused what an earlier attempt or run left) or cold."""
+
     def __init__(self) -> None:
         age = runtime.process_age_s()
         self.started = time.monotonic() - age if age is not None else None
-        self.initialized = runtime.initialized_at
-        self.compile_s = self.step_s = None
-        self.cache = ""
+        self.phases: list[dict] = []
+        self.mark = runtime.initialized_at or time.monotonic()
+        if self.started is not None and runtime.initialized_at is not None:
+            self.phases.append({"phase": "initialized", "s": runtime.initialized_at - self.started,
+                                "how": "imports and JAX's distributed runtime"})
+        self.done: float | None = None
 
-    def compile(self, step_fn, state, batch, lr):
-        """The jitted step compiled ahead of time for these arguments (timed)."""
-        stats = compile_cache.stats()
-        before = (stats.hits, stats.misses) if stats else (0, 0)
-        begun = time.monotonic()
-        compiled = step_fn.lower(state, batch, lr).compile()
-        self.compile_s = time.monotonic() - begun
-        self.cache = stats.describe(before) if stats else "compiled (no persistent compilation cache)"
-        return compiled
+    def phase(self, name: str, how: str = "") -> None:
+        """End the phase begun at the last mark; `how`: "warm: ..." / "cold: ..." / words."""
+        now = time.monotonic()
+        self.phases.append({"phase": name, "s": now - self.mark, "how": how})
+        self.mark = now
 
     def ran(self, outputs) -> None:
-        begun = time.monotonic()
         jax.block_until_ready(outputs)
-        self.done = time.monotonic()
-        self.step_s = self.done - begun
+        self.phase("first step")
+        self.done = self.mark
+
+    def seconds(self, name: str) -> float | None:
+        return next((p["s"] for p in self.phases if p["phase"] == name), None)
 
     def as_dict(self) -> dict:
-        init_s = (self.initialized - self.started) if self.started and self.initialized else None
-        total = (self.done - self.started) if self.started and self.step_s is not None else None
-        return {"total_s": total, "start_to_initialized_s": init_s, "compile_s": self.compile_s,
-                "first_step_s": self.step_s, "compile_cache": self.cache}
+        total = (self.done - self.started) if self.started is not None and self.done is not None else None
+        compile_how = next((p["how"] for p in self.phases if p["phase"] == "compile"), "")
+        return {"total_s": total, "phases": self.phases, "start_to_initialized_s": self.seconds("initialized"),
+                "compile_s": self.seconds("compile"), "first_step_s": self.seconds("first step"),
+                "compile_cache": compile_how, "warm": [p["phase"] for p in self.phases if p["how"].startswith("warm")],
+                "cold": [p["phase"] for p in self.phases if p["how"].startswith("cold")]}
 
     def describe(self) -> str:
         d = self.as_dict()
-        known = [d[k] for k in ("start_to_initialized_s", "compile_s", "first_step_s") if d[k] is not None]
-        setup = d["total_s"] - sum(known) if d["total_s"] and len(known) == 3 else None
-        parts = [f"to JAX initialized {d['start_to_initialized_s']:.1f} s" if d["start_to_initialized_s"] else "",
-                 f"data, model and checkpoint setup {setup:.1f} s" if setup is not None else "",
-                 f"compile {d['compile_s']:.1f} s ({d['compile_cache']})" if d["compile_s"] is not None else "",
-                 f"first step {d['first_step_s']:.2f} s" if d["first_step_s"] is not None else ""]
         head = f"time to first step: {d['total_s']:.1f} s" if d["total_s"] else "time to first step"
-        return head + " = " + ", ".join(p for p in parts if p)
+        temper = "; ".join(f"{w}: {', '.join(d[w])}" for w in ("warm", "cold") if d[w])
+        parts = [f"{p['phase']} {p['s']:.2f} s" + (f" ({p['how']})" if p["how"] else "") for p in self.phases]
+        return head + (f" ({temper})" if temper else "") + " = " + ", ".join(parts)
 
 
 class StepProfiler(Stage):

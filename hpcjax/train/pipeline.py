@@ -39,6 +39,14 @@ def stack_layers(params: dict, mesh) -> dict:
     return {**params, "layers": placed}
 
 
+def stack_abstract(params: dict, mesh) -> dict:
+    """`stack_layers` on shapes only (ShapeDtypeStructs): what a restore fills."""
+    layers = params["layers"]
+    stacked = jax.tree.map(lambda first: jax.ShapeDtypeStruct((len(layers), *first.shape), first.dtype,
+                                                               sharding=named(mesh, P(STAGE))), layers[0])
+    return {**params, "layers": stacked}
+
+
 def loss_fn(config: ModelConfig, mesh, microbatches: int, dtype):
     """loss(params, batch) for params whose layers are stacked (stack_layers)."""
     stages = mesh.shape[STAGE]

@@ -144,24 +144,19 @@ def step_function(cfg: TrainConfig, loss, optimizer):
     return train_step
 
 
-def build_program(cfg: TrainConfig) -> tuple[StepProgram, dict]:
+def build_program(cfg: TrainConfig, *, abstract: bool = False) -> tuple[StepProgram, dict]:
     """The program and the initial state, made together: parameters are born in their
     shardings, and the step is compiled for exactly those (else the compiler may pick
-    others and every call would first reshard the whole state)."""
+    others and every call would first reshard the whole state). `abstract`: the state's
+    shapes, dtypes and shardings only (ShapeDtypeStructs), for a restore to fill; nothing
+    is computed or compiled."""
     layout = job_layout()
     mesh = shardings.make_mesh(cfg.strategy, jax.devices(), cfg.tensor_size, layout.nodes, cfg.stages)
     cfg.check_mesh(mesh.shape[shardings.DATA], mesh.shape[shardings.TENSOR], mesh.shape[shardings.REPLICA])
     specs, optimizer = shardings.SPECS[cfg.strategy], make_optimizer(cfg)
     dtype = jnp.bfloat16 if cfg.bf16 else jnp.float32
     replicated = shardings.named(mesh, P())
-    params = model.init_params(cfg.model, specs, mesh, jax.random.key(cfg.seed))
-    if cfg.strategy in PIPELINES:
-        params = pipeline.stack_layers(params, mesh)
-    param_shardings = jax.tree.map(lambda p: p.sharding, params)
-    opt_shardings = optax.tree_map_params(optimizer, lambda _, s: s, jax.eval_shape(optimizer.init, params),
-                                          param_shardings, transform_non_params=lambda _: replicated)
-    opt_state = jax.jit(optimizer.init, out_shardings=opt_shardings)(params)
-    state = {"params": params, "opt": opt_state, "step": jax.device_put(np.zeros((), np.int32), replicated)}
+    state = (abstract_state if abstract else initial_state)(cfg, mesh, specs, optimizer, replicated)
     state_shardings = jax.tree.map(lambda a: a.sharding, state)
     loss = loss_function(cfg, mesh, specs, dtype)
     step = step_function(cfg, loss, optimizer)
@@ -172,3 +167,30 @@ def build_program(cfg: TrainConfig) -> tuple[StepProgram, dict]:
         step=step, train_step=jax.jit(step, donate_argnums=0, out_shardings=(state_shardings, replicated)),
         eval_loss=jax.jit(loss), pipelined=cfg.strategy in PIPELINES)
     return program, state
+
+
+def initial_state(cfg: TrainConfig, mesh, specs, optimizer, replicated) -> dict:
+    """Parameters from the seed, the optimizer's state for them, step 0: all in their shardings."""
+    params = model.init_params(cfg.model, specs, mesh, jax.random.key(cfg.seed))
+    if cfg.strategy in PIPELINES:
+        params = pipeline.stack_layers(params, mesh)
+    opt_state = jax.jit(optimizer.init, out_shardings=optimizer_shardings(optimizer, params, replicated))(params)
+    return {"params": params, "opt": opt_state, "step": jax.device_put(np.zeros((), np.int32), replicated)}
+
+
+def abstract_state(cfg: TrainConfig, mesh, specs, optimizer, replicated) -> dict:
+    """`initial_state`'s shapes, dtypes and shardings, computed from the plan alone."""
+    params = model.abstract_params(cfg.model, specs, mesh)
+    if cfg.strategy in PIPELINES:
+        params = pipeline.stack_abstract(params, mesh)
+    opt_shapes = jax.eval_shape(optimizer.init, params)
+    opt_state = jax.tree.map(lambda a, s: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=s), opt_shapes,
+                             optimizer_shardings(optimizer, params, replicated))
+    return {"params": params, "opt": opt_state, "step": jax.ShapeDtypeStruct((), np.int32, sharding=replicated)}
+
+
+def optimizer_shardings(optimizer, params, replicated):
+    """The optimizer state's shardings: a parameter's moments like the parameter, counts replicated."""
+    param_shardings = jax.tree.map(lambda p: p.sharding, params)
+    return optax.tree_map_params(optimizer, lambda _, s: s, jax.eval_shape(optimizer.init, params),
+                                 param_shardings, transform_non_params=lambda _: replicated)

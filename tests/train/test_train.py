@@ -62,7 +62,12 @@ def test_stopped_and_resumed_equals_uninterrupted(tmp_path):
     assert (second["start_step"], second["end_step"]) == (7, 16)
     assert first["losses"] + second["losses"] == whole["losses"]  # exactly: same bits
     assert second["val_loss"] == whole["val_loss"]
+    # the restart came warm: shapes restored into, the run's corpus, the stored executable
+    start = second["time_to_first_step"]
+    assert start["warm"] == ["model", "data", "compile"], start
+    assert "restore" in [p["phase"] for p in start["phases"]] and "time to first step:" in err
     records = [json.loads(line) for line in (tmp_path / "split" / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in records if "time_to_first_step" in r] == [0, 7]  # one per attempt
     steps = [r["step"] for r in records if "loss" in r]
     assert steps == list(range(16))
     for r in records:

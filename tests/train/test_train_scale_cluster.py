@@ -39,8 +39,8 @@ def test_concurrent_jobs_share_the_cache_and_a_later_job_starts_from_it(tmp_path
     warm_job = submit(tmp_path, "c", "--compile-cache", cache)
     summary_c, log_c = wait_for(tmp_path, warm_job)
     assert summary_a["losses"] == summary_b["losses"] == summary_c["losses"]
-    assert f"from the compilation cache (1 program(s), {cache})" in log_c
-    assert summary_c["time_to_first_step"]["compile_cache"].startswith("from the compilation cache")
+    assert f"(warm: executable loaded from {cache}/executables/train_step/" in log_c
+    assert summary_c["time_to_first_step"]["compile_cache"].startswith(f"warm: executable loaded from {cache}/")
 
 
 def test_hybrid_sharding_on_two_nodes(tmp_path, slurm_cluster, hpcjax_home):

@@ -1,0 +1,185 @@
+"""Compiled programs kept between a job's attempts: a restart loads the step's executable
+instead of tracing, lowering and compiling it again.
+
+JAX's persistent compilation cache (`compile_cache`) skips XLA's compile but still traces
+and lowers every program to find its key; here the executable itself is serialized
+(`jax.experimental.serialize_executable`) under a key of everything that changes it, and a
+restart with the same key loads it without tracing.
+
+    compiled, how = ExecutableStore(cache_dir).compiled("train_step", jax.jit(step), args, program={...})
+
+The key (`key_parts`): JAX's and jaxlib's versions, the backend and its version, the
+devices (kind, count, processes, this process's device ids), XLA_FLAGS, the JAX settings
+that change a program, the mesh, every argument's shape, dtype and sharding, and what the
+caller says the program is (for `hpcjax train`: the configuration and a digest of its
+source). Files live in `<cache dir>/executables/<name>/<digest>/process<i>.bin`, one per
+process (each holds its own devices' executable), beside the persistent cache: one
+directory, one `--compile-cache` switch.
+
+Never wrong, at worst cold: a key that differs compiles (and says which part differed from
+the executable stored last); a file that does not load, or whose stored key is not this
+one, compiles and replaces it. A file another user owns is not loaded: loading one runs
+code from it (it is a pickle), so only the job owner's own are trusted.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import pickle
+from pathlib import Path
+
+FORMAT = 1  # of the file; part of the key
+# JAX settings that change what a program compiles to (read when present in this version)
+SETTINGS = ("jax_enable_x64", "jax_default_matmul_precision", "jax_numpy_rank_promotion", "jax_threefry_partitionable",
+            "jax_use_shardy_partitioner", "jax_default_prng_impl", "jax_enable_custom_prng")
+PART_NAMES = {"jax": "JAX version", "jaxlib": "jaxlib version", "backend": "backend", "devices": "devices",
+              "xla_flags": "XLA_FLAGS", "mesh": "mesh", "arguments": "argument shapes", "format": "file format"}
+_loaded: dict[tuple[str, str], object] = {}  # loading one executable twice in a process is refused by XLA
+
+
+def key_parts(args: tuple, program: dict) -> dict:
+    """Everything the compiled program depends on, as JSON-able values."""
+    import jax
+    import jax.lib
+
+    devices = jax.local_devices()
+    return {"format": FORMAT, "jax": jax.__version__, "jaxlib": jax.lib.__version__,
+            "backend": f"{jax.default_backend()} {getattr(devices[0].client, 'platform_version', '')}",
+            "devices": f"{jax.device_count()} x {devices[0].device_kind} in {jax.process_count()} process(es); "
+                       f"this process {jax.process_index()}: ids {[d.id for d in devices]}",
+            "xla_flags": os.environ.get("XLA_FLAGS", ""),
+            "settings": {name: str(jax.config.values[name]) for name in SETTINGS if name in jax.config.values},
+            "mesh": describe_mesh(args), "arguments": describe_arguments(args), **program}
+
+
+def describe_mesh(args) -> str:
+    """The first mesh among the arguments' shardings: its axes and device ids."""
+    import jax
+
+    for leaf in jax.tree.leaves(args):
+        mesh = getattr(getattr(leaf, "sharding", None), "mesh", None)
+        if mesh is not None and hasattr(mesh, "device_ids"):
+            axes = " x ".join(f"{name} {size}" for name, size in mesh.shape.items())
+            return f"{axes}; devices {mesh.device_ids.ravel().tolist()}"
+    return "none"
+
+
+def describe_arguments(args) -> list[str]:
+    """One line per leaf: its path, shape, dtype and sharding (a Python number: its type)."""
+    import jax
+
+    leaves, tree = jax.tree_util.tree_flatten_with_path(args)
+    lines = [str(tree)]
+    for path, leaf in leaves:
+        sharding = getattr(leaf, "sharding", None)
+        spec = getattr(sharding, "spec", sharding)
+        shape = getattr(leaf, "shape", None)
+        kind = f"{shape} {leaf.dtype}" if shape is not None else type(leaf).__name__
+        lines.append(f"{jax.tree_util.keystr(path)}: {kind} {spec}")
+    return lines
+
+
+def digest_of(parts: dict) -> str:
+    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:24]
+
+
+def differences(old: dict, new: dict) -> list[str]:
+    """The parts of a key that changed, in words ("mesh: data 8 -> data 4 x tensor 2",
+    "program.model.layers: 6 -> 4")."""
+    a, b = flatten(old), flatten(new)
+    said = []
+    for name in sorted(set(a) | set(b), key=lambda n: (n not in PART_NAMES, n)):
+        if a.get(name) != b.get(name):
+            before, after = a.get(name, "(none)"), b.get(name, "(none)")
+            short = isinstance(before, str) and isinstance(after, str) and len(before) + len(after) < 160
+            said.append(f"{PART_NAMES.get(name, name)}: {before or '(none)'} -> {after or '(none)'}" if short
+                        else PART_NAMES.get(name, name))
+    return said
+
+
+def flatten(parts: dict, prefix: str = "") -> dict:
+    flat = {}
+    for name, value in parts.items():
+        if isinstance(value, dict) and value:
+            flat.update(flatten(value, f"{prefix}{name}."))
+        else:
+            flat[prefix + name] = value if isinstance(value, (str, list)) else str(value)
+    return flat
+
+
+class ExecutableStore:
+    def __init__(self, cache_dir: str | Path) -> None:
+        self.directory = Path(cache_dir) / "executables"
+
+    def compiled(self, name: str, jitted, args: tuple, program: dict):
+        """(the compiled `jitted` for `args`, how it came: "warm: ..." or "cold: ..."). Never
+        raises for a bad stored file or an unwritable store: it compiles and says why."""
+        import jax
+
+        parts = key_parts(args, program)
+        digest = digest_of(parts)
+        folder = self.directory / name / digest
+        file = folder / f"process{jax.process_index()}.bin"
+        if (name, digest) in _loaded:
+            return _loaded[(name, digest)], "warm: already loaded in this process"
+        reason = self._why_not(file, name, parts)
+        if reason is None:
+            try:
+                compiled = load(file, parts)
+                _loaded[(name, digest)] = compiled
+                return compiled, f"warm: executable loaded from {folder}"
+            except Exception as err:  # noqa: BLE001 - any failure to load means compile
+                reason = f"the stored executable did not load ({type(err).__name__}: {str(err)[:200]})"
+        compiled = jitted.lower(*args).compile()
+        _loaded[(name, digest)] = compiled
+        try:
+            save(file, parts, compiled)
+            write_atomically(self.directory / name / "latest.json", json.dumps(parts, default=str).encode())
+            kept = f"; stored in {folder}"
+        except Exception as err:  # noqa: BLE001 - a store that cannot be written only costs the next start
+            kept = f"; not stored ({type(err).__name__}: {str(err)[:200]})"
+        return compiled, f"cold: compiled ({reason}){kept}"
+
+    def _why_not(self, file: Path, name: str, parts: dict) -> str | None:
+        """None when `file` may be loaded; else why it is not."""
+        try:
+            owner = file.stat().st_uid
+        except FileNotFoundError:
+            try:
+                last = json.loads((self.directory / name / "latest.json").read_text())
+            except (OSError, ValueError):
+                return "no stored executable yet"
+            changed = differences(last, json.loads(json.dumps(parts, default=str)))
+            return ("the stored executable is another program's: " + "; ".join(changed)) if changed else \
+                "no stored executable for this process"
+        if owner != os.getuid():
+            return f"the stored executable belongs to uid {owner}; only your own are loaded (loading runs its code)"
+        return None
+
+
+def save(file: Path, parts: dict, compiled) -> None:
+    from jax.experimental import serialize_executable
+
+    payload, in_tree, out_tree = serialize_executable.serialize(compiled)
+    file.parent.mkdir(parents=True, exist_ok=True)
+    write_atomically(file, pickle.dumps({"parts": json.dumps(parts, sort_keys=True, default=str),
+                                         "payload": payload, "in_tree": in_tree, "out_tree": out_tree}))
+
+
+def load(file: Path, parts: dict):
+    from jax.experimental import serialize_executable
+
+    with open(file, "rb") as f:
+        stored = pickle.load(f)
+    if stored.get("parts") != json.dumps(parts, sort_keys=True, default=str):
+        raise ValueError("its stored key is not this program's")
+    return serialize_executable.deserialize_and_load(stored["payload"], stored["in_tree"], stored["out_tree"])
+
+
+def write_atomically(path: Path, data: bytes) -> None:
+    """Whole or not at all: ranks of several jobs may write the same file at once."""
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    temporary.write_bytes(data)
+    os.replace(temporary, path)

@@ -1,0 +1,88 @@
+"""The step's executable kept between starts (rank.executables): a second start loads it and
+computes the same bits; any change of the key compiles and says which part changed; a
+damaged file or another user's file is never loaded. Each start is a fresh process, as a
+restart is (XLA refuses to load one executable twice in a process)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.jax
+
+PROGRAM = Path(__file__).parents[1] / "data" / "executable_program.py"
+
+
+def start(cache: Path, rows: int = 8, mesh: str = "4", *extra: str) -> dict:
+    env = {**os.environ, "JAX_PLATFORMS": "cpu", "XLA_FLAGS": "--xla_force_host_platform_device_count=4"}
+    result = subprocess.run([sys.executable, str(PROGRAM), str(cache), str(rows), mesh, *extra],
+                            capture_output=True, text=True, env=env, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def stored(cache: Path) -> list[Path]:
+    return sorted((cache / "executables" / "step").glob("*/process0.bin"))
+
+
+def test_a_second_start_loads_the_executable_and_computes_the_same_bits(tmp_path):
+    cold = start(tmp_path)
+    assert cold["how"].startswith("cold: compiled (no stored executable yet); stored in ")
+    warm = start(tmp_path)
+    assert warm["how"].startswith(f"warm: executable loaded from {tmp_path}/executables/step/")
+    assert warm["result"] == cold["result"]
+
+
+@pytest.mark.parametrize("change, said", [
+    (dict(rows=16), "argument shapes"),
+    (dict(mesh="2x2"), "mesh: data 4; devices [0, 1, 2, 3] -> data 2 x model 2; devices [0, 1, 2, 3]"),
+    (dict(extra=("0.0.1",)), "JAX version: 0.0.1 -> "),
+])
+def test_a_changed_key_compiles_and_says_what_changed(tmp_path, change, said):
+    first = dict(rows=8, mesh="4", extra=())
+    if change.get("extra"):  # the stored executable is the other JAX version's
+        first, change = dict(first, extra=change["extra"]), dict(extra=())
+    start(tmp_path, first["rows"], first["mesh"], *first["extra"])
+    again = dict(first, **change)
+    fresh = start(tmp_path, again["rows"], again["mesh"], *again["extra"])
+    assert fresh["how"].startswith("cold: compiled (the stored executable is another program's: "), fresh["how"]
+    assert said in fresh["how"]
+    assert len(stored(tmp_path)) == 2  # both kept: a key is never overwritten by another's
+    alone = start(tmp_path / "alone", again["rows"], again["mesh"], *again["extra"])
+    assert fresh["result"] == alone["result"]
+
+
+def test_a_damaged_executable_is_compiled_again_and_replaced(tmp_path):
+    cold = start(tmp_path)
+    [file] = stored(tmp_path)
+    data = bytearray(file.read_bytes())
+    for middle in range(len(data) // 2, len(data) // 2 + 64):
+        data[middle] ^= 0xFF
+    file.write_bytes(bytes(data[: len(data) * 3 // 4]))  # flipped and cut short
+    again = start(tmp_path)
+    assert again["how"].startswith("cold: compiled (the stored executable did not load ("), again["how"]
+    assert again["result"] == cold["result"]
+    assert start(tmp_path)["how"].startswith("warm: executable loaded")  # replaced by a good one
+
+
+def test_an_executable_of_another_key_under_this_key_is_not_loaded(tmp_path):
+    start(tmp_path, rows=8)
+    start(tmp_path, rows=16)
+    small, large = stored(tmp_path)
+    small.write_bytes(large.read_bytes())  # a file copied into the wrong place
+    again = start(tmp_path, rows=8)
+    assert "its stored key is not this program's" in again["how"]
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="making a file another user's needs root")
+def test_another_users_executable_is_not_loaded(tmp_path):
+    start(tmp_path)
+    [file] = stored(tmp_path)
+    os.chown(file, 65534, 65534)
+    again = start(tmp_path)
+    assert "belongs to uid 65534; only your own are loaded" in again["how"]
