@@ -31,6 +31,7 @@ class RunRecord:
     restarts: list[int] = field(default_factory=list)  # the step each resumed run started from
     checkpoints: list[int] = field(default_factory=list)
     pace: list[dict] = field(default_factory=list)  # {"step": N, "pace": {...}} of train.pace, in order
+    starts: list[dict] = field(default_factory=list)  # each attempt's time to its first step, in order
     config: dict = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
 
@@ -77,6 +78,8 @@ def read_run(run_dir: Path) -> RunRecord:
             record.evals.append(entry)
         elif kind == rundir.PACE:
             record.pace.append(entry)
+        elif kind == rundir.FIRST_STEP:
+            record.starts.append(entry)
     record.steps = [by_step[s] for s in sorted(by_step)]
     record.checkpoints = run.checkpoint_steps()
     try:
@@ -116,6 +119,12 @@ def _entry(line: str) -> tuple[dict, str]:
             len(shares[0]) == len(shares[1]) and _number(pace.get("steps")) and pace["steps"] > 0 and \
             isinstance(pace.get("slow", ""), (str, type(None)))
         return (entry, "") if ok else ({}, "is a pace capture without its per-rank times")
+    if kind == rundir.FIRST_STEP:
+        start = entry["time_to_first_step"]
+        phases = start.get("phases")
+        ok = isinstance(phases, list) and all(isinstance(p, dict) and isinstance(p.get("phase"), str) and
+                                              _number(p.get("s")) for p in phases)
+        return (entry, "") if ok else ({}, "is a start without its phases")
     return entry, ""
 
 
@@ -234,8 +243,29 @@ def page(run_dir: Path, record: RunRecord, images: dict[str, str]) -> str:
 {f'<ul class="notes">{notes}</ul>' if notes else ''}
 {figures or '<p>No steps recorded yet: nothing to plot.</p>'}
 <p>Green lines: checkpoints. Red dashed lines: a run resumed there.</p>
+{starts_table(record)}
 <h2>Configuration and layout</h2>
 <table>{config or '<tr><td>unknown</td></tr>'}</table>""")
+
+
+def starts_table(record: RunRecord) -> str:
+    """Each attempt's time to its first step, phase by phase, warm or cold."""
+    if not record.starts:
+        return ""
+    e = html.escape
+    names = list(dict.fromkeys(p["phase"] for s in record.starts for p in s["time_to_first_step"]["phases"]))
+    head = "".join(f"<th>{e(n)} (s)</th>" for n in names)
+    rows = []
+    for number, entry in enumerate(record.starts, 1):
+        start = entry["time_to_first_step"]
+        seconds = {p["phase"]: p for p in start["phases"]}
+        total = f"{start['total_s']:.2f}" if _number(start.get("total_s")) else "-"
+        cells = "".join(f'<td title="{e(str(seconds[n].get("how", "")))}">{seconds[n]["s"]:.2f}'
+                        f'{" (warm)" if str(seconds[n].get("how", "")).startswith("warm") else ""}</td>'
+                        if n in seconds else "<td>-</td>" for n in names)
+        rows.append(f"<tr><td>{number}</td><td>{entry['step']}</td><td>{total}</td>{cells}</tr>")
+    return (f"<h2>Time to the first step, per attempt</h2><table><tr><th>attempt</th><th>from step</th>"
+            f"<th>total (s)</th>{head}</tr>{''.join(rows)}</table>")
 
 
 def shell(title: str, body: str) -> str:

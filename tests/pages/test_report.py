@@ -58,6 +58,11 @@ def test_the_report_of_a_resumed_run_loads_in_chromium_with_every_plot(resumed_r
     assert made.stdout.strip() == str(page.resolve())
     text = page.read_text()
     assert "restarts (resumed at step)</th><td>4" in text and "&quot;dp&quot;" in text  # marked; the config
+    # one row per attempt: the first from step 0 (cold), the second from step 4 (warm where it could be)
+    table = text.split("Time to the first step, per attempt")[1].split("</table>")[0]
+    assert "<tr><td>1</td><td>0</td>" in table and "<tr><td>2</td><td>4</td>" in table
+    assert "<th>restore (s)</th>" in table and "<th>compile (s)</th>" in table
+    assert table.split("<tr><td>2</td>")[1].count("(warm)") == 3  # model, data, compile
     for plot in ("loss", "throughput", "step_times"):
         assert not_blank(resumed_run / f"report-{plot}.png"), plot
     assert_loads_in_chromium(page, tmp_path, 3)
