@@ -166,7 +166,7 @@ def cmd_logs(args: argparse.Namespace, command: list[str]) -> int:
                          "drop --tail, or use --tail without --follow")
     run = attach(args.job_id, cluster_from_args(args))
     if not args.follow:
-        sys.stdout.write(run.logs(rank=args.rank, tail=args.tail))
+        run.write_logs(sys.stdout.write, rank=args.rank, tail=args.tail)
         return 0
 
     def write(text: str) -> None:

@@ -22,6 +22,31 @@ if [ "$s" -gt "$o" ]; then tail -c +$((o + 1)) "$p" | head -c $((s - o)); fi
 done'''
 
 
+# For each path: its size (-1 when missing), a newline, then its last min(size, N) bytes.
+READ_ENDS = r'''n=$1; shift
+for p in "$@"; do
+if [ -f "$p" ]; then s=$(wc -c < "$p"); else s=-1; fi
+printf '%s\n' "$s"
+if [ "$s" -gt 0 ]; then tail -c "$n" "$p" | head -c "$s"; fi
+done'''
+CHUNK = 1 << 20  # what a stream reads at a time
+
+
+def split_sized(out: bytes, paths, cap: int | None = None) -> dict[str, bytes | None]:
+    """READ_NEW's and READ_ENDS's answers: per path a size line, then its bytes."""
+    found, at = {}, 0
+    for path, offset in paths:
+        end = out.index(b"\n", at)
+        size = int(out[at:end])
+        at = end + 1
+        if size < 0:
+            found[path] = None
+            continue
+        count = max(0, size - offset) if cap is None else min(size, cap)
+        found[path], at = out[at:at + count], at + count
+    return found
+
+
 class LocalFiles:
     """This machine's files."""
 
@@ -52,6 +77,27 @@ class LocalFiles:
             except (FileNotFoundError, IsADirectoryError):
                 found[path] = None
         return found
+
+    def read_ends(self, paths: list[str], size: int) -> dict[str, bytes | None]:
+        """Each file's last `size` bytes (None: not there): a log's tail without reading the log."""
+        found = {}
+        for path in paths:
+            try:
+                with open(path, "rb") as handle:
+                    handle.seek(max(0, handle.seek(0, os.SEEK_END) - size))
+                    found[path] = handle.read(size)
+            except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+                found[path] = None
+        return found
+
+    def read_chunks(self, path: str):
+        """The file's bytes in chunks of at most CHUNK: memory stays bounded by one chunk."""
+        try:
+            with open(path, "rb") as handle:
+                while chunk := handle.read(CHUNK):
+                    yield chunk
+        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+            return
 
     def is_dir(self, path: str) -> bool:
         return Path(path).is_dir()
@@ -94,18 +140,25 @@ class RemoteFiles:
         if not offsets:
             return {}
         args = [str(x) for pair in offsets.items() for x in pair]
-        out = self._sh(READ_NEW, *args).stdout
-        found, at = {}, 0
-        for path, offset in offsets.items():
-            end = out.index(b"\n", at)
-            size = int(out[at:end])
-            at = end + 1
-            if size < 0:
-                found[path] = None
-                continue
-            count = max(0, size - offset)
-            found[path], at = out[at:at + count], at + count
-        return found
+        return split_sized(self._sh(READ_NEW, *args).stdout, offsets.items())
+
+    def read_ends(self, paths: list[str], size: int) -> dict[str, bytes | None]:
+        """Every file's last `size` bytes in one round trip."""
+        if not paths:
+            return {}
+        return split_sized(self._sh(READ_ENDS, str(size), *paths).stdout, [(p, 0) for p in paths], cap=size)
+
+    def read_chunks(self, path: str):
+        """The file in chunks of CHUNK bytes, one round trip each (never the whole file at once)."""
+        offset = 0
+        while True:
+            done = self._sh('[ -f "$1" ] && tail -c +"$2" -- "$1" | head -c "$3"', path, str(offset + 1), str(CHUNK))
+            if done.returncode != 0 or not done.stdout:
+                return
+            yield done.stdout
+            offset += len(done.stdout)
+            if len(done.stdout) < CHUNK:
+                return
 
     def is_dir(self, path: str) -> bool:
         return self._sh('[ -d "$1" ]', path).returncode == 0

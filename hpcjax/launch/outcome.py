@@ -17,12 +17,12 @@ from pathlib import Path
 from hpcjax.contract import ATTEMPT_LINE, clamp_exit_code
 from hpcjax.errors import JobFailed
 from hpcjax.launch import hangs
+from hpcjax.launch.ranklogs import LOCAL, RankLogs, tail_lines, triaged
 from hpcjax.launch.triage import HANG_HINT, Finding, silent_ranks, triage
 
 LOG_TAIL_LINES = 20
 TRIAGE_LINES = 200  # of each log, searched for the known causes
-# XLA's fatal errors print a C++ stack of addresses: noise in a report.
-STACK_NOISE = re.compile(r"^\s+@\s+0x[0-9a-f]+|^\*\*\* Check failure stack trace")
+TRIAGED_RANKS = 16  # of the blamed ranks, and of the others, whose logs are searched (the rest say the same)
 SILENT = "stopped sending heartbeats (frozen, stopped by a signal, or its node lost)"
 # SLURM's words for a job that has ended; the local backend uses the same.
 FINISHED_STATES = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL",
@@ -104,30 +104,6 @@ class Outcome:
         return "\n".join(lines)
 
 
-def tail_lines(text: str, count: int | None) -> str:
-    if count is None:
-        return text
-    lines = text.splitlines(keepends=True)
-    return "".join(lines[-count:]) if count > 0 else ""
-
-
-def read_local(path) -> str | None:
-    try:
-        return Path(path).read_text(errors="replace")
-    except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
-        return None
-
-
-def read_tail(path, count: int = LOG_TAIL_LINES, read_text=read_local) -> str:
-    """The last lines of a log (read with `read_text`: here, or on the cluster), without C++
-    stack addresses."""
-    text = read_text(str(path))
-    if not text:
-        return ""
-    return tail_lines("".join(line for line in text.splitlines(keepends=True) if not STACK_NOISE.match(line)),
-                      count)
-
-
 def last_attempt(batch_log: str) -> str:
     """The part of a batch log written by the job's last attempt (a requeued job appends)."""
     start = batch_log.rfind(ATTEMPT_LINE + " ")
@@ -151,18 +127,20 @@ def srun_events(batch_log: str) -> list[TaskEvent]:
 
 
 def analyze(job_id: str, state: str, events: list[TaskEvent], rank_log, *, job_exit_code: int = 0,
-            stopped_by: str = "srun", note: str = "", batch_log: str = "", read_text=read_local) -> Outcome:
-    """The Outcome of a finished job. `rank_log(rank)` is the path of a rank's log, read with
-    `read_text` (a host's files); `batch_log` the text of the job's (last attempt's) batch log."""
+            stopped_by: str = "srun", note: str = "", batch_log: str = "", files=LOCAL) -> Outcome:
+    """The Outcome of a finished job. `rank_log(rank)` is the path of a rank's log, read through
+    `files` (a host's files) as streams; `batch_log` the text of the job's (last attempt's) batch log."""
     if state == "COMPLETED":
         return Outcome(job_id=job_id, state=state, exit_code=0, stopped_by=stopped_by)
+    logs = RankLogs(rank_log, files)
 
     def tail(rank: int, count: int = LOG_TAIL_LINES) -> str:
-        return read_tail(rank_log(rank), count, read_text)
+        return logs.tail(rank, count)
 
-    outcome = _blame(job_id, state, events, rank_log, tail, job_exit_code, stopped_by, note)
-    texts = {f"rank {r} log": tail(r, TRIAGE_LINES)
-             for r in sorted({r for e in events for r in e.ranks})}
+    outcome = _blame(job_id, state, events, rank_log, logs, job_exit_code, stopped_by, note)
+    blamed_ranks = [f.rank for f in outcome.failed][:TRIAGED_RANKS]
+    others = sorted({r for e in events for r in e.ranks} - {f.rank for f in outcome.failed})[:TRIAGED_RANKS]
+    texts = {**triaged(logs, blamed_ranks, TRIAGE_LINES, scan=True), **triaged(logs, others, TRIAGE_LINES, scan=False)}
     # srun's lines about the ranks it stopped say nothing of the cause: only the failed ranks' count.
     texts["batch log"] = tail_lines(SRUN_TASK_ERROR.sub("", batch_log), TRIAGE_LINES)
     blamed = {f.rank for f in outcome.failed}
@@ -175,7 +153,7 @@ def analyze(job_id: str, state: str, events: list[TaskEvent], rank_log, *, job_e
         others = {r for e in events for r in e.ranks} - set(silent)
         outcome = Outcome(job_id=job_id, state=state, exit_code=outcome.exit_code, failed=failed,
                           stopped=tuple(sorted(others)), stopped_by="JAX's coordination service")
-    hang = hangs.read(Path(str(rank_log(0))).parent, job_id, read_text)
+    hang = hangs.read(Path(str(rank_log(0))).parent, job_id, files.read_text)
     if hang is not None:  # the ranks ended by the watch waited for these (if one stood out)
         failed = tuple(RankFailure(r, _host(hang, r, events), hang.reason(r), str(rank_log(r)), tail(r))
                        for r in hang.held_by)
@@ -205,7 +183,7 @@ def _host(hang, rank: int, events: list[TaskEvent]) -> str:
     return entry.get("host") or next((e.host for e in events if rank in e.ranks), "?")
 
 
-def _blame(job_id, state, events, rank_log, tail, job_exit_code, stopped_by, note) -> Outcome:
+def _blame(job_id, state, events, rank_log, logs: RankLogs, job_exit_code, stopped_by, note) -> Outcome:
     # The cause: what was reported before the launcher stopped anyone; failing that,
     # whatever is not a stop. A job that was only stopped (cancelled, timed out) has no
     # failed rank: its ranks are all "stopped".
@@ -215,7 +193,8 @@ def _blame(job_id, state, events, rank_log, tail, job_exit_code, stopped_by, not
     # In a job SLURM (or the user) ended, a rank that was killed or terminated was stopped, not failing.
     own = [e for e in events if e.before_stop and not (state in ENDED_FROM_OUTSIDE and stop(e))] or \
           [e for e in events if not stop(e)]
-    failed = tuple(RankFailure(rank, e.host, e.what, str(rank_log(rank)), tail(rank))
+    logs.fetch(rank for e in own for rank in e.ranks)  # every failed rank's tail in one batch
+    failed = tuple(RankFailure(rank, e.host, e.what, str(rank_log(rank)), logs.tail(rank, LOG_TAIL_LINES))
                    for e in own for rank in e.ranks)
     blamed = {f.rank for f in failed}
     stopped = tuple(sorted({r for e in events if e not in own for r in e.ranks} - blamed))

@@ -22,7 +22,8 @@ from hpcjax.errors import HpcjaxError, UsageError
 from hpcjax.hosts import this_machine
 from hpcjax.hosts.ssh import ConnectionLost
 from hpcjax.launch import runs
-from hpcjax.launch.outcome import FINISHED_STATES, Outcome, tail_lines
+from hpcjax.launch.outcome import FINISHED_STATES, Outcome
+from hpcjax.launch.ranklogs import RankLogs
 
 STILL_EVERY_S = 30.0  # while nothing changes, say so this often
 RECONNECT_S = (2, 4, 8, 15, 30)  # waits between tries after a lost connection (then every 30 s)
@@ -169,21 +170,42 @@ class Run:
 
     def logs(self, rank: int | None = None, tail: int | None = None) -> str:
         """One rank's log as it is, or every rank's with lines prefixed `[rank R host] `."""
+        parts: list[str] = []
+        self.write_logs(parts.append, rank, tail)
+        return "".join(parts)
+
+    def write_logs(self, write, rank: int | None = None, tail: int | None = None) -> None:
+        """`logs`, through write(text) a piece at a time: the tails of all ranks' logs read in one
+        batch from their ends, a whole log a chunk at a time (never every log in memory at once)."""
         logs = self.rank_logs()
         if not logs:
             raise HpcjaxError(f"no rank logs of job {self.job_id} in {self.log_dir}",
                               f"the job may not have started yet: see `hpcjax status {self.job_id}`")
-        if rank is not None:
-            if rank not in logs:
-                raise UsageError(f"job {self.job_id} has no log for rank {rank}",
-                                 f"ranks with logs: {', '.join(map(str, logs))}")
-            return tail_lines(self.read_log(logs[rank]), tail)
-        hosts = self.hosts()
-        out = []
-        for r, path in logs.items():
-            prefix = f"[rank {r} {hosts.get(r, '?')}] "
-            out += [prefix + line + "\n" for line in tail_lines(self.read_log(path), tail).splitlines()]
-        return "".join(out)
+        if rank is not None and rank not in logs:
+            raise UsageError(f"job {self.job_id} has no log for rank {rank}",
+                             f"ranks with logs: {', '.join(map(str, logs))}")
+        chosen = {rank: logs[rank]} if rank is not None else logs
+        hosts = self.hosts() if rank is None else {}
+        reader = RankLogs(lambda r: chosen[r], self.files, clean=False)
+        if tail is not None:
+            reader.fetch(chosen)
+        for r in chosen:
+            if rank is not None:  # one log, as it is
+                if tail is not None:
+                    write(reader.tail(r, tail))
+                else:  # a chunk at a time
+                    for chunk in self.files.read_chunks(str(chosen[r])):
+                        write(chunk.decode(errors="replace"))
+                continue
+            prefix, batch = f"[rank {r} {hosts.get(r, '?')}] ", []
+            lines = reader.tail(r, tail).splitlines() if tail is not None else \
+                (line.rstrip("\n") for line in reader.lines(r))
+            for line in lines:
+                batch.append(prefix + line + "\n")
+                if len(batch) >= 4096:
+                    write("".join(batch))
+                    batch = []
+            write("".join(batch))
 
     def follow_logs(self, write, rank: int | None = None) -> str:
         """Stream every rank's new lines (or one rank's) through write(text) as the job runs,

@@ -218,7 +218,7 @@ class SlurmRun(Run):
         job_code = self._status.job_exit_code if self._status else 0
         outcome = analyze(self.job_id, state, srun_events(text), self._rank_log, job_exit_code=job_code,
                           note=f"no rank reported an error; last lines of {batch}:\n{tail_lines(text, 20).rstrip()}",
-                          batch_log=last_attempt(text), read_text=self.files.read_text)
+                          batch_log=last_attempt(text), files=self.files)
         if not text and state == "CANCELLED":  # it never started: a dependency that ended otherwise than asked?
             outcome = dataclasses.replace(outcome, note=self._not_started() or outcome.note)
         why = (self.attempts() or [{}])[-1].get("not_retried")  # --retry-failed said why it stopped

@@ -75,6 +75,9 @@ CAUSES = (
            "crashed; see the rank's log"),
 )
 
+# Any cause at all, in one pattern: a long log is searched a chunk at a time, not line by line.
+ANY_CAUSE = re.compile("|".join(f"(?:{c.pattern.pattern})" for c in CAUSES), re.IGNORECASE | re.MULTILINE)
+
 SILENT_TASKS = re.compile(r"stopped sending heartbeats\):?\s*\n?\s*([\d,\s]+)")
 
 
@@ -101,6 +104,16 @@ def classify(text: str, where: str = "") -> list[Finding]:
                 first[cause.name] = f"{where}: {line[:300]}" if where else line[:300]
                 break
     return [Finding(c.name, first[c.name], c.hint) for c in CAUSES if c.name in first]
+
+
+def first_cause(text: str) -> str:
+    """The first line of `text` that shows a known cause ('' when none does)."""
+    for match in ANY_CAUSE.finditer(text):
+        start, end = text.rfind("\n", 0, match.start()) + 1, text.find("\n", match.end())
+        line = text[start:end if end >= 0 else len(text)].strip()
+        if classify(line):  # the line as classify reads it (stripped) agrees
+            return line
+    return ""
 
 
 def triage(texts: dict[str, str]) -> list[Finding]:
