@@ -18,6 +18,7 @@ from hpcjax.contract import ATTEMPT_LINE, clamp_exit_code
 from hpcjax.errors import JobFailed
 from hpcjax.launch import hangs
 from hpcjax.launch.ranklogs import LOCAL, RankLogs, tail_lines, triaged
+from hpcjax.launch.stacks import ranges
 from hpcjax.launch.triage import HANG_HINT, Finding, silent_ranks, triage
 
 LOG_TAIL_LINES = 20
@@ -94,8 +95,7 @@ class Outcome:
         lines = [f"job {self.job_id} ended {self.state} (exit code {self.exit_code})"]
         lines += [failure.describe() for failure in self.failed]
         if self.stopped:
-            lines.append(f"ranks stopped by {self.stopped_by} after the failure: "
-                         f"{', '.join(map(str, self.stopped))}")
+            lines.append(f"ranks stopped by {self.stopped_by} after the failure: {ranges(list(self.stopped))}")
         if self.note:
             lines.append(self.note)
         if self.causes:

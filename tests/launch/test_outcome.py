@@ -41,7 +41,7 @@ def test_the_rank_that_failed_first_is_the_cause_and_its_code_the_exit_code(tmp_
     text = outcome.report()
     assert text.splitlines()[0] == "job 8 ended FAILED (exit code 3)"
     assert "rank 5 on node2 failed: Exited with exit code 3" in text and "Traceback: boom" in text
-    assert "ranks stopped by srun after the failure: 0, 1, 2, 3, 4, 6, 7" in text
+    assert "ranks stopped by srun after the failure: 0-4,6-7" in text
 
 
 def test_a_killed_rank_without_a_code_falls_back_to_the_jobs_code():

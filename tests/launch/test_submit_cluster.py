@@ -72,7 +72,7 @@ def test_a_failing_rank_is_named_with_its_node_and_log_tail(tmp_path, slurm_clus
     assert "rank 5 on node2 failed: Exited with exit code 3" in result.stderr
     assert "rank five gives up" in result.stderr
     # The other ranks were stopped by srun (--kill-on-bad-exit), not left to sleep on.
-    assert "ranks stopped by srun after the failure: 0, 1, 2, 3, 4, 6, 7" in result.stderr
+    assert "ranks stopped by srun after the failure: 0-4,6-7" in result.stderr
     status = run_hpcjax("status", job_id, "--json", cwd=tmp_path)
     assert json.loads(status.stdout)["state"] == "FAILED"
 
@@ -166,7 +166,7 @@ def test_a_killed_rank_ends_the_job_and_is_named(tmp_path, slurm_cluster, hpcjax
     assert result.returncode != 0
     assert "rank 3 on node1 failed: Killed" in result.stderr
     assert "likely cause: killed by a signal" in result.stderr
-    assert "ranks stopped by srun after the failure: 0, 1, 2, 4, 5, 6, 7" in result.stderr
+    assert "ranks stopped by srun after the failure: 0-2,4-7" in result.stderr
     assert json.loads(run_hpcjax("status", result.stdout.strip(), "--json", cwd=tmp_path).stdout)["state"] == "FAILED"
 
 
