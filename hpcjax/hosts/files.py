@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import subprocess
 import tempfile
 from pathlib import Path
 
@@ -30,6 +31,9 @@ printf '%s\n' "$s"
 if [ "$s" -gt 0 ]; then tail -c "$n" "$p" | head -c "$s"; fi
 done'''
 CHUNK = 1 << 20  # what a stream reads at a time
+# The first line matching a Perl-style pattern, case-insensitive (GNU grep -P: ~1 GB/s, where
+# Python's re takes ~0.3 s a megabyte); exit 1 no line, 2 no such file or no -P here.
+GREP_FIRST = ["grep", "-a", "-i", "-m", "1", "-P", "-e"]
 
 
 def split_sized(out: bytes, paths, cap: int | None = None) -> dict[str, bytes | None]:
@@ -45,6 +49,10 @@ def split_sized(out: bytes, paths, cap: int | None = None) -> dict[str, bytes | 
         count = max(0, size - offset) if cap is None else min(size, cap)
         found[path], at = out[at:at + count], at + count
     return found
+
+
+def grep_answer(code: int, out: bytes) -> str | None:
+    return out.decode(errors="replace").rstrip("\n") if code == 0 else "" if code == 1 else None
 
 
 class LocalFiles:
@@ -89,6 +97,14 @@ class LocalFiles:
             except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
                 found[path] = None
         return found
+
+    def first_match(self, path: str, pattern: str) -> str | None:
+        """The file's first line matching `pattern` ('' none; None: cannot tell here)."""
+        try:
+            done = subprocess.run([*GREP_FIRST, pattern, "--", path], capture_output=True, timeout=60)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        return grep_answer(done.returncode, done.stdout)
 
     def read_chunks(self, path: str):
         """The file's bytes in chunks of at most CHUNK: memory stays bounded by one chunk."""
@@ -147,6 +163,11 @@ class RemoteFiles:
         if not paths:
             return {}
         return split_sized(self._sh(READ_ENDS, str(size), *paths).stdout, [(p, 0) for p in paths], cap=size)
+
+    def first_match(self, path: str, pattern: str) -> str | None:
+        """The first line matching `pattern`, searched on the login node ('' none; None: cannot tell)."""
+        done = self.host.run_bytes([*GREP_FIRST, pattern, "--", path])
+        return grep_answer(done.returncode, done.stdout)
 
     def read_chunks(self, path: str):
         """The file in chunks of CHUNK bytes, one round trip each (never the whole file at once)."""

@@ -11,10 +11,10 @@ import re
 from collections import deque
 
 from hpcjax.hosts.files import LocalFiles
-from hpcjax.launch.triage import classify, first_cause
+from hpcjax.launch.triage import ANY_CAUSE, classify, first_cause
 
 TAIL_BYTES = 64 << 10  # of each log read for its tail: 200 lines of up to ~320 characters
-SCAN_LIMIT = 256 << 20  # a log is scanned for its first failure up to this many bytes
+SCAN_LIMIT = 16 << 20  # without grep -P, a log is scanned for its first failure up to this many bytes
 # XLA's fatal errors print a C++ stack of addresses: noise in a report.
 STACK_NOISE = re.compile(r"^\s+@\s+0x[0-9a-f]+|^\*\*\* Check failure stack trace")
 LOCAL = LocalFiles()
@@ -84,10 +84,14 @@ class RankLogs:
             yield carry.decode(errors="replace")
 
     def first_failure(self, rank: int) -> str:
-        """The first line of the rank's log that shows a known cause, scanned from the start a
-        chunk at a time (at most SCAN_LIMIT bytes); '' when none does."""
+        """The first line of the rank's log that shows a known cause ('' when none does): by the
+        host's grep where it has -P, else scanned here a chunk at a time (at most SCAN_LIMIT bytes)."""
+        path = str(self.rank_log(rank))
+        line = self.files.first_match(path, ANY_CAUSE.pattern)
+        if line is not None:
+            return line.strip() if line and classify(line) else ""  # Python's reading of the line decides
         carry, seen = b"", 0
-        for chunk in self.files.read_chunks(str(self.rank_log(rank))):
+        for chunk in self.files.read_chunks(path):
             data = carry + chunk
             cut = data.rfind(b"\n") + 1
             data, carry = data[:cut], data[cut:]
