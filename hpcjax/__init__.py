@@ -17,6 +17,7 @@ __version__ = "0.1.0"
 
 _LAZY = {
     "initialize": ("hpcjax.rank.runtime", "initialize"),
+    "compiled": ("hpcjax.rank.executables", "compiled"),
     "submit": ("hpcjax.launch", "submit"),
     "submit_array": ("hpcjax.launch", "submit_array"),
     "attach": ("hpcjax.launch", "attach"),

@@ -146,6 +146,7 @@ class Result:
     path: str  # storage_path/name
     error: Exception | None = None  # hpcjax.RemoteError: rank, host, remote traceback
     jobs: list[str] = field(default_factory=list)  # the job ids, one per attempt
+    starts: list[dict] = field(default_factory=list)  # each attempt's time to its first report (session.starts)
 
 
 class Data:

@@ -5,6 +5,8 @@
                                        and at each attempt's start {"attempt", "start": n}:
                                        the first n reports are kept (those up to the
                                        checkpoint it resumes from), the rest were replayed
+                                       and before an attempt's first report {"attempt",
+                                       "time_to_first_report": {...}} (session._start)
     storage_path/name/checkpoint.json  the latest checkpoint: {"path", "attempt", "history"}
     storage_path/name/checkpoints/     copies of checkpoints registered from elsewhere
     storage_path/name/tensorboard/     every number reported, as report/<name> at step = the
@@ -104,7 +106,7 @@ class Context:
 
 
 _context: Context | None = None
-_state = {"history": 0, "checkpoint": None, "scalars": None}
+_state = {"history": 0, "checkpoint": None, "scalars": None, "first_report": True}
 
 
 def start(context: Context) -> None:
@@ -153,7 +155,24 @@ def report(metrics: dict, checkpoint: Checkpoint | str | os.PathLike | None = No
     if context.world_rank != 0:
         return
     with hangwatch.hold():  # writing the record and copying a checkpoint are pauses on purpose
+        if _state["first_report"]:
+            _state["first_report"] = False
+            _append(Path(context.run_dir) / REPORTS, {"attempt": context.attempt, "time_to_first_report": _start()})
         _keep(context, plain, path)
+
+
+def _start() -> dict:
+    """This attempt's start, as far as hpcjax saw it: process start to JAX initialized and to
+    this first report, and each program `hpcjax.compiled` gave (warm or cold, and its seconds)."""
+    import time
+
+    from hpcjax.rank import executables, runtime
+
+    age = runtime.process_age_s()
+    started = time.monotonic() - age if age is not None else None
+    initialized = runtime.initialized_at
+    return {"total_s": age, "initialized_s": initialized - started if started and initialized else None,
+            "compiled": list(executables.started)}
 
 
 def _keep(context: Context, plain: dict, path: Path | None) -> None:
@@ -209,6 +228,12 @@ def history(run_dir: str | Path, files=HERE) -> list[dict]:
         elif "metrics" in entry:
             kept.append(entry["metrics"])
     return kept
+
+
+def starts(run_dir: str | Path, files=HERE) -> list[dict]:
+    """Each attempt's time to its first report: {"attempt", "total_s", "initialized_s", "compiled"}."""
+    return [{"attempt": e.get("attempt"), **e["time_to_first_report"]}
+            for e in _read_lines(f"{run_dir}/{REPORTS}", files) if isinstance(e.get("time_to_first_report"), dict)]
 
 
 def describe_latest(run_dir: str | Path, files=HERE) -> str:

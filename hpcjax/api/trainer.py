@@ -72,7 +72,7 @@ class Trainer:
         history = session.history(run_dir, files)
         return Result(metrics=history[-1] if history else None, metrics_history=history,
                       checkpoint=session.latest_checkpoint(run_dir, files), path=str(run_dir), error=error,
-                      jobs=jobs)
+                      jobs=jobs, starts=session.starts(run_dir, files))
 
 
 JaxTrainer = Trainer  # Ray Train's name, so `from hpcjax import JaxTrainer` ports an example as is

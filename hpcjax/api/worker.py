@@ -18,7 +18,7 @@ import sys
 import traceback
 from pathlib import Path
 
-from hpcjax import contract
+from hpcjax import contract, rundir
 from hpcjax.api import folder, session
 
 EXIT_RAISED = 1
@@ -76,10 +76,12 @@ def main(argv: list[str]) -> int:
 
     from hpcjax.rank.runtime import initialize
 
+    run = meta.get("session") or {}
+    if run.get("run_dir"):  # a Trainer run keeps its compilations, as `hpcjax train` does, unless the job names a cache
+        os.environ.setdefault(contract.COMPILE_CACHE_ENV, str(Path(run["run_dir"]) / rundir.COMPILE_CACHE))
     denv = initialize()
     rank = denv.process_id
     layout = contract.Layout.from_env() or contract.Layout()
-    run = meta.get("session") or {}
     session.start(session.Context(world_size=denv.num_processes, world_rank=rank,
                                   local_world_size=layout.tasks_per_node, layout=layout.as_dict(),
                                   attempt=run.get("attempt", 1), run_dir=run.get("run_dir")))

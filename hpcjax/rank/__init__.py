@@ -10,15 +10,19 @@ launch side.
     denv = initialize()   # first thing in a training script
     for step in ...:
         progress(step)    # the hang watch: a job whose ranks stop calling this ends by itself
+    step = compiled(jax.jit(train_step), state, batch)  # a restart loads it instead of compiling
 """
 
 from hpcjax.rank.hangwatch import hold, progress
 
-__all__ = ["initialize", "progress", "hold"]
+__all__ = ["initialize", "progress", "hold", "compiled"]
 
 
 def __getattr__(name: str):
     if name == "initialize":  # imports JAX only when asked for
         from hpcjax.rank.runtime import initialize
         return initialize
+    if name == "compiled":
+        from hpcjax.rank.executables import compiled
+        return compiled
     raise AttributeError(f"module 'hpcjax.rank' has no attribute {name!r}")

@@ -30,12 +30,14 @@ import os
 import pickle
 from pathlib import Path
 
-FORMAT = 1  # of the file; part of the key
+FORMAT = 2  # of the file; part of the key
 # JAX settings that change what a program compiles to (read when present in this version)
 SETTINGS = ("jax_enable_x64", "jax_default_matmul_precision", "jax_numpy_rank_promotion", "jax_threefry_partitionable",
             "jax_use_shardy_partitioner", "jax_default_prng_impl", "jax_enable_custom_prng")
 PART_NAMES = {"jax": "JAX version", "jaxlib": "jaxlib version", "backend": "backend", "devices": "devices",
-              "xla_flags": "XLA_FLAGS", "mesh": "mesh", "arguments": "argument shapes", "format": "file format"}
+              "xla_flags": "XLA_FLAGS", "mesh": "mesh", "arguments": "argument shapes", "format": "file format",
+              "program.jaxpr": "the program's traced code or the values it captures"}
+UNSAID = {"arguments", "program.jaxpr"}  # too long, or a digest: named, their values not shown
 _loaded: dict[tuple[str, str], object] = {}  # loading one executable twice in a process is refused by XLA
 
 
@@ -93,7 +95,8 @@ def differences(old: dict, new: dict) -> list[str]:
     for name in sorted(set(a) | set(b), key=lambda n: (n not in PART_NAMES, n)):
         if a.get(name) != b.get(name):
             before, after = a.get(name, "(none)"), b.get(name, "(none)")
-            short = isinstance(before, str) and isinstance(after, str) and len(before) + len(after) < 160
+            short = isinstance(before, str) and isinstance(after, str) and len(before) + len(after) < 160 \
+                and name not in UNSAID
             said.append(f"{PART_NAMES.get(name, name)}: {before or '(none)'} -> {after or '(none)'}" if short
                         else PART_NAMES.get(name, name))
     return said
@@ -113,9 +116,10 @@ class ExecutableStore:
     def __init__(self, cache_dir: str | Path) -> None:
         self.directory = Path(cache_dir) / "executables"
 
-    def compiled(self, name: str, jitted, args: tuple, program: dict):
+    def compiled(self, name: str, jitted, args: tuple, program: dict, build=None):
         """(the compiled `jitted` for `args`, how it came: "warm: ..." or "cold: ..."). Never
-        raises for a bad stored file or an unwritable store: it compiles and says why."""
+        raises for a bad stored file or an unwritable store: it compiles (with `build()` when
+        given) and says why."""
         import jax
 
         parts = key_parts(args, program)
@@ -132,7 +136,7 @@ class ExecutableStore:
                 return compiled, f"warm: executable loaded from {folder}"
             except Exception as err:  # noqa: BLE001 - any failure to load means compile
                 reason = f"the stored executable did not load ({type(err).__name__}: {str(err)[:200]})"
-        compiled = jitted.lower(*args).compile()
+        compiled = build() if build is not None else jitted.lower(*args).compile()
         _loaded[(name, digest)] = compiled
         try:
             save(file, parts, compiled)
@@ -159,23 +163,67 @@ class ExecutableStore:
         return None
 
 
+started: list[dict] = []  # this process's programs as `compiled` gave them: {"program", "s", "how"}
+
+
+def compiled(jitted, *args, name: str = "step"):
+    """`jitted` compiled for `args`, for any JAX program (a Trainer's loop, a script): loaded
+    from the compilation cache's executables when an earlier start of the same program left
+    one, else compiled and kept there. The program's identity is its traced jaxpr (and any
+    constants it closes over): a change to the code or to a value it captures compiles again.
+    Tracing still runs (far cheaper than lowering and compiling); with no compilation cache on
+    (HPCJAX_COMPILE_CACHE, or a Trainer run's own), this is `jitted.lower(*args).compile()`.
+
+        step = hpcjax.rank.compiled(jax.jit(train_step, donate_argnums=0), state, batch)
+    """
+    import time
+
+    from hpcjax.rank import compile_cache
+
+    begun = time.monotonic()
+    stats = compile_cache.stats()
+    traced = jitted.trace(*args)
+    if stats is None:
+        result, how = traced.lower().compile(), "cold: compiled (no compilation cache on)"
+    else:
+        digest = hashlib.sha256(str(traced.jaxpr).encode())
+        for constant in getattr(traced.jaxpr, "consts", ()):
+            digest.update(repr(getattr(constant, "shape", "")).encode() + memoryview(_bytes_of(constant)))
+        result, how = ExecutableStore(stats.directory).compiled(
+            name, jitted, args, {"program": {"name": name, "jaxpr": digest.hexdigest()[:24]}},
+            build=lambda: traced.lower().compile())
+    started.append({"program": name, "s": time.monotonic() - begun, "how": how})
+    return result
+
+
+def _bytes_of(constant) -> bytes:
+    import numpy as np
+
+    return np.asarray(constant).tobytes()
+
+
 def save(file: Path, parts: dict, compiled) -> None:
     from jax.experimental import serialize_executable
 
     payload, in_tree, out_tree = serialize_executable.serialize(compiled)
+    # the devices it runs on, in order: one process's own device for a local program, all for a global one
+    devices = [d.id for d in compiled._executable._unloaded_executable.device_list]
     file.parent.mkdir(parents=True, exist_ok=True)
-    write_atomically(file, pickle.dumps({"parts": json.dumps(parts, sort_keys=True, default=str),
+    write_atomically(file, pickle.dumps({"parts": json.dumps(parts, sort_keys=True, default=str), "devices": devices,
                                          "payload": payload, "in_tree": in_tree, "out_tree": out_tree}))
 
 
 def load(file: Path, parts: dict):
+    import jax
     from jax.experimental import serialize_executable
 
     with open(file, "rb") as f:
         stored = pickle.load(f)
     if stored.get("parts") != json.dumps(parts, sort_keys=True, default=str):
         raise ValueError("its stored key is not this program's")
-    return serialize_executable.deserialize_and_load(stored["payload"], stored["in_tree"], stored["out_tree"])
+    by_id = {d.id: d for d in jax.devices()}
+    return serialize_executable.deserialize_and_load(stored["payload"], stored["in_tree"], stored["out_tree"],
+                                                     execution_devices=[by_id[i] for i in stored["devices"]])
 
 
 def write_atomically(path: Path, data: bytes) -> None:

@@ -82,6 +82,8 @@ def counting_loop(config):
     import jax
 
     start, value = 0, config["start"]
+    # a program through hpcjax.compiled: the resumed attempt loads what the first one compiled
+    halve = hpcjax.compiled(jax.jit(lambda x: x * 0.5), np.ones(4, np.float32), name="halve")
     checkpoint = hpcjax.get_checkpoint()
     if checkpoint:
         saved = json.loads((Path(checkpoint.path) / "state.json").read_text())
@@ -91,7 +93,7 @@ def counting_loop(config):
         value = float(np.float64(value) * 0.5 + epoch)
         time.sleep(config["pause"])
         metrics = {"epoch": epoch, "value": value, "ranks": context.get_world_size(),
-                   "devices": jax.device_count()}
+                   "devices": jax.device_count(), "halved": float(halve(np.ones(4, np.float32)).sum())}
         if epoch % EVERY == EVERY - 1 and context.get_world_rank() == 0:
             where = Path(config["scratch"]) / f"epoch{epoch}"  # outside the run: report copies it in
             where.mkdir(parents=True, exist_ok=True)
@@ -204,6 +206,12 @@ def resume_after_failure(backend: str, storage: Path, interrupt) -> None:
     assert result.checkpoint.path == str((run_dir / "checkpoints" / f"checkpoint_{EPOCHS:06d}").resolve())
     attempts = [json.loads(x) for x in (run_dir / session.REPORTS).read_text().splitlines() if "start" in x]
     assert [a["attempt"] for a in attempts] == [1, 2] and attempts[1]["start"] % EVERY == 0 and attempts[1]["start"] > 0
+    # each attempt's start: the first compiled the loop's program, the resumed one loaded it
+    assert [s["attempt"] for s in result.starts] == [1, 2] and {m["halved"] for m in result.metrics_history} == {2.0}
+    [first], [second] = (s["compiled"] for s in result.starts)
+    assert first["how"].startswith("cold: compiled (no stored executable yet)"), first
+    assert second["how"].startswith("warm: executable loaded from "), second
+    assert all(s["total_s"] > s["initialized_s"] > 0 for s in result.starts)
     # TensorBoard (its own reader): every report once, the replayed ones purged. Imported
     # here, not at the top: the ranks import this module for its functions.
     import pytest

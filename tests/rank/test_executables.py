@@ -86,3 +86,23 @@ def test_another_users_executable_is_not_loaded(tmp_path):
     os.chown(file, 65534, 65534)
     again = start(tmp_path)
     assert "belongs to uid 65534; only your own are loaded" in again["how"]
+
+
+COMPILED = Path(__file__).parents[1] / "data" / "compiled_program.py"
+
+
+def test_hpcjax_compiled_keys_any_program_by_its_code_and_captured_values(tmp_path):
+    def run(scale: str, offsets: str) -> dict:
+        done = subprocess.run([sys.executable, str(COMPILED), str(tmp_path), scale, offsets], capture_output=True,
+                              text=True, env={**os.environ, "JAX_PLATFORMS": "cpu"}, timeout=300)
+        assert done.returncode == 0, done.stderr[-3000:]
+        return json.loads(done.stdout.strip().splitlines()[-1])
+
+    assert run("2.0", "1,2,3,4")["how"].startswith("cold: compiled (no stored executable yet)")
+    again = run("2.0", "1,2,3,4")
+    assert again["how"].startswith("warm: executable loaded") and again["value"] == 18.0
+    for scale, offsets, value in (("3.0", "1,2,3,4", 22.0), ("2.0", "1,2,3,5", 19.0)):  # a captured float, array
+        changed = run(scale, offsets)
+        assert changed["how"].startswith("cold: compiled (the stored executable is another program's: the "
+                                         "program's traced code or the values it captures)"), changed["how"]
+        assert changed["value"] == value
