@@ -122,12 +122,12 @@ def test_a_warning_to_one_process_stops_both_at_the_same_step_on_the_local_backe
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline and (not metrics.exists() or len(metrics.read_text().splitlines()) < 10):
         time.sleep(0.05)
-    seen = len(metrics.read_text().splitlines())
+    seen = max(json.loads(line)["step"] for line in metrics.read_text().splitlines() if '"loss"' in line)
     run.procs[1].send_signal(signal.SIGUSR2)
     outcome = run.wait(progress=False)
     assert outcome.ok, outcome.report()
     last = json.loads(metrics.read_text().splitlines()[-1])
-    assert last["stopped_early"] and seen <= last["step"] <= seen + 5
+    assert last["stopped_early"] and seen < last["step"] <= seen + 6  # steps recorded, one late
     assert sorted(int(p.name) for p in (run_dir / "checkpoints").iterdir()) == [last["step"]]
     assert f"stopping after step {last['step']} (checkpoint saved)" in run.logs(rank=0)
 
