@@ -187,7 +187,7 @@ def test_a_dropped_connection_while_waiting_is_said_ridden_out_and_the_true_outc
     stderr = "".join(said) + rest
     assert waiting.returncode == 3, stderr
     assert "the job goes on without us" in stderr and "connected again to hpcjax-test-cluster" in stderr, stderr
-    assert "rank 0 on node1 failed: Exited with exit code 3" in stderr, stderr
+    assert re.search(r"rank 0 on node[12] failed: Exited with exit code 3", stderr), stderr  # node2 when node1 is busy
 
 
 def test_a_training_run_on_the_cluster_is_fetched_back_and_its_report_built_on_the_laptop(laptop, ssh_cluster):
