@@ -178,7 +178,20 @@ def killed_rank(backend: str, storage: Path, host: str) -> None:
 
 def resume_after_failure(backend: str, storage: Path, interrupt) -> None:
     """max_failures=1: the first job is interrupted mid-run (interrupt(job_id, run_dir)),
-    the second resumes from the last reported checkpoint; the history is complete."""
+    the second resumes from the last reported checkpoint; the history is complete.
+    The run keeps its own compilation cache (the test session's shared one is taken away:
+    the other backend's case stores the same program there, and the first attempt here
+    must find nothing)."""
+    import pytest
+
+    from hpcjax.contract import COMPILE_CACHE_ENV
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.delenv(COMPILE_CACHE_ENV, raising=False)
+        fit_interrupted_once(backend, storage, interrupt)
+
+
+def fit_interrupted_once(backend: str, storage: Path, interrupt) -> None:
     run_config = hpcjax.RunConfig(storage_path=str(storage), name="resume", backend=backend, max_failures=1)
     trainer = hpcjax.Trainer(counting_loop, train_loop_config={"start": 1.0, "pause": 0.3, "scratch": str(storage / "scratch")},
                              scaling_config=hpcjax.ScalingConfig(nodes=2, gpus_per_node=1, time="00:05:00"),
@@ -211,6 +224,7 @@ def resume_after_failure(backend: str, storage: Path, interrupt) -> None:
     [first], [second] = (s["compiled"] for s in result.starts)
     assert first["how"].startswith("cold: compiled (no stored executable yet)"), first
     assert second["how"].startswith("warm: executable loaded from "), second
+    assert "/resume/compile-cache/executables/halve/" in second["how"], second  # the run's own cache
     assert all(s["total_s"] > s["initialized_s"] > 0 for s in result.starts)
     # TensorBoard (its own reader): every report once, the replayed ones purged. Imported
     # here, not at the top: the ranks import this module for its functions.
