@@ -112,10 +112,7 @@ def main(argv: list[str]) -> int:
 
 if __name__ == "__main__":
     code = main(sys.argv[1:])
-    if code:
-        # A rank that raised ends now: a normal exit would wait in JAX's shutdown barrier
-        # for the other ranks, which may wait in a collective for this one.
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(code)
+    from hpcjax.rank.runtime import end_now_if_failed
+
+    end_now_if_failed(code)  # not through JAX's shutdown barrier: the others may wait for this rank
     sys.exit(code)

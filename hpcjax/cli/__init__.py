@@ -76,10 +76,20 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {err.message}", file=sys.stderr)
         if err.hint:
             print(f"\nhint: {err.hint}", file=sys.stderr)
-        return err.exit_code
+        return ended(err.exit_code)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
-        return 130
+        return ended(130)
+
+
+def ended(code: int) -> int:
+    """`code`; a rank of a multi-process job (`hpcjax train`, `check`) that fails exits here
+    and now instead (hpcjax.rank.runtime.end_now_if_failed). The rank side is looked up, not
+    imported: a verb that never initialized JAX never loaded it."""
+    runtime = sys.modules.get("hpcjax.rank.runtime")
+    if runtime is not None:
+        runtime.end_now_if_failed(code)
+    return code
 
 
 if __name__ == "__main__":

@@ -11,11 +11,12 @@ launch side.
     for step in ...:
         progress(step)    # the hang watch: a job whose ranks stop calling this ends by itself
     step = compiled(jax.jit(train_step), state, batch)  # a restart loads it instead of compiling
+    line_up("first step")  # every process here before the first collective (gloo allows 30 s)
 """
 
 from hpcjax.rank.hangwatch import hold, progress
 
-__all__ = ["initialize", "progress", "hold", "compiled"]
+__all__ = ["initialize", "progress", "hold", "compiled", "line_up"]
 
 
 def __getattr__(name: str):
@@ -25,4 +26,7 @@ def __getattr__(name: str):
     if name == "compiled":
         from hpcjax.rank.executables import compiled
         return compiled
+    if name == "line_up":
+        from hpcjax.rank.barriers import line_up
+        return line_up
     raise AttributeError(f"module 'hpcjax.rank' has no attribute {name!r}")

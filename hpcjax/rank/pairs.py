@@ -45,9 +45,10 @@ def rounds(nodes: int) -> list[list[tuple[int, int]]]:
 def process_nodes(node: str) -> list[str]:
     """Every process's node name, in process order (through JAX's coordination service)."""
     import jax
-    from jax._src import distributed
 
-    client = distributed.global_state.client
+    from hpcjax.rank.barriers import coordination_client
+
+    client = coordination_client()
     if client is None or jax.process_count() == 1:
         return [node]
     client.key_value_set(f"{NODE_KEY}/{jax.process_index()}", node)

@@ -198,4 +198,28 @@ def _initialize(denv: DistributedEnv | None, timeout_s: int | None) -> Distribut
             f"{denv.coordinator_address}: {first_line[:300]}",
             "every process arrived at the roll call, so look for a firewall or a port in use "
             "between them; `hpcjax env` shows what each rank derived") from err
+    _previous_excepthook[:] = [sys.excepthook]
+    sys.excepthook = _end_after_uncaught
     return denv
+
+
+def end_now_if_failed(code: int) -> None:
+    """A process of a multi-process job that fails (`code` != 0) exits now. A normal exit
+    runs JAX's shutdown, a barrier of every process, while the others may be waiting in a
+    collective for this one: the job would end only at a timeout, minutes later (or, on GPUs,
+    at the hang watch's). Its output is flushed first; other exit handlers do not run."""
+    if code and _initialized is not None and _initialized.is_distributed:
+        import logging
+
+        logging.shutdown()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+
+
+_previous_excepthook: list = []  # the hook initialize() replaced: it still prints the traceback
+
+
+def _end_after_uncaught(kind, value, trace) -> None:
+    (_previous_excepthook or [sys.__excepthook__])[0](kind, value, trace)
+    end_now_if_failed(130 if issubclass(kind, KeyboardInterrupt) else 1)

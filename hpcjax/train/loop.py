@@ -18,6 +18,7 @@ import sys
 import jax
 
 from hpcjax.rank import compile_cache
+from hpcjax.rank.barriers import coordination_client, line_up
 from hpcjax.rundir import RunDir
 from hpcjax.train import data
 from hpcjax.train.checkpoint import Checkpoints
@@ -28,7 +29,7 @@ from hpcjax.train.pace import PaceMeter
 from hpcjax.train.pipeline import bubble_fraction
 from hpcjax.train.shardings import describe_mesh
 from hpcjax.train.step import StepProgram, build_program, learning_rate, node_of
-from hpcjax.train.stop import StepProgress, StopRequest, coordination_client
+from hpcjax.train.stop import StepProgress, StopRequest
 from hpcjax.train.warm import compiled_step
 from hpcjax.contract import node_name
 
@@ -72,6 +73,7 @@ def train(cfg: TrainConfig) -> dict:
             if step_fn is None:  # compiled (or loaded) ahead of time, so the first step's phases are timed apart
                 step_fn, how = compiled_step(cfg, program.train_step, (state, batch, lr))
                 clock.phase("compile", how)
+                line_up("first step")  # one process loaded its step, another compiled it: the wait is the first step's
             for stage in stages:
                 stage.before_step(step)
             state, metrics = step_fn(state, batch, lr)

@@ -26,6 +26,7 @@ import optax
 from jax.sharding import PartitionSpec as P
 
 from hpcjax.contract import Layout
+from hpcjax.rank.barriers import line_up
 from hpcjax.train import data, model, pipeline, shardings
 from hpcjax.train.config import PIPELINES, TrainConfig
 
@@ -171,11 +172,14 @@ def build_program(cfg: TrainConfig, *, abstract: bool = False) -> tuple[StepProg
 
 def initial_state(cfg: TrainConfig, mesh, specs, optimizer, replicated) -> dict:
     """Parameters from the seed, the optimizer's state for them, step 0: all in their shardings."""
-    params = model.init_params(cfg.model, specs, mesh, jax.random.key(cfg.seed))
+    params = model.init_params(cfg.model, specs, mesh, jax.random.key(cfg.seed))  # no collective inside
+    line_up("parameters")  # processes compile the initialization at different speeds; collectives follow
     if cfg.strategy in PIPELINES:
         params = pipeline.stack_layers(params, mesh)
     opt_state = jax.jit(optimizer.init, out_shardings=optimizer_shardings(optimizer, params, replicated))(params)
-    return {"params": params, "opt": opt_state, "step": jax.device_put(np.zeros((), np.int32), replicated)}
+    # made on the devices: a host value put on a replicated sharding is first compared across processes
+    step = jax.jit(lambda: jnp.zeros((), jnp.int32), out_shardings=replicated)()
+    return {"params": params, "opt": opt_state, "step": step}
 
 
 def abstract_state(cfg: TrainConfig, mesh, specs, optimizer, replicated) -> dict:

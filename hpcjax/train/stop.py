@@ -23,16 +23,10 @@ import jax
 
 from hpcjax.contract import STOP_MARKER_ENV
 from hpcjax.rank import hangwatch
+from hpcjax.rank.barriers import coordination_client
 from hpcjax.train.stage import Stage
 
 BARRIER_TIMEOUT_MS = 10 * 60 * 1000  # a rank that never comes is ended by srun long before
-
-
-def coordination_client():
-    """JAX's coordination-service client, or None when this process is not distributed."""
-    from jax._src import distributed
-
-    return distributed.global_state.client
 
 
 class StopRequest:
