@@ -140,11 +140,18 @@ class ExecutableStore:
         _loaded[(name, digest)] = compiled
         try:
             save(file, parts, compiled)
-            write_atomically(self.directory / name / "latest.json", json.dumps(parts, default=str).encode())
+            write_atomically(self._latest(name), json.dumps(parts, default=str).encode())
             kept = f"; stored in {folder}"
         except Exception as err:  # noqa: BLE001 - a store that cannot be written only costs the next start
             kept = f"; not stored ({type(err).__name__}: {str(err)[:200]})"
         return compiled, f"cold: compiled ({reason}){kept}"
+
+    def _latest(self, name: str) -> Path:
+        """The key this process stored last under `name` (each process its own: their keys differ
+        in the process's devices, and a miss is told against this process's last key)."""
+        import jax
+
+        return self.directory / name / f"latest-process{jax.process_index()}.json"
 
     def _why_not(self, file: Path, name: str, parts: dict) -> str | None:
         """None when `file` may be loaded; else why it is not."""
@@ -152,7 +159,7 @@ class ExecutableStore:
             owner = file.stat().st_uid
         except FileNotFoundError:
             try:
-                last = json.loads((self.directory / name / "latest.json").read_text())
+                last = json.loads(self._latest(name).read_text())
             except (OSError, ValueError):
                 return "no stored executable yet"
             changed = differences(last, json.loads(json.dumps(parts, default=str)))

@@ -30,7 +30,7 @@ from hpcjax.train.pipeline import bubble_fraction
 from hpcjax.train.shardings import describe_mesh
 from hpcjax.train.step import StepProgram, build_program, learning_rate, node_of
 from hpcjax.train.stop import StepProgress, StopRequest
-from hpcjax.train.warm import compiled_step
+from hpcjax.train.warm import compiled_program
 from hpcjax.contract import node_name
 
 
@@ -48,8 +48,7 @@ def train(cfg: TrainConfig) -> dict:
     checkpoints = Checkpoints(run.checkpoints, cfg.checkpoint_every)
     latest = checkpoints.latest_step()
     program, state = build_program(cfg, abstract=latest is not None)  # a checkpoint fills the shapes
-    clock.phase("model", "warm: shapes only, the checkpoint fills them" if latest is not None
-                else "cold: parameters initialized from the seed")
+    clock.phase("model", program.made)
     train_tokens, val_tokens, how = data.corpus_kept_in(run.data, cfg.corpus_bytes)
     clock.phase("data", how)
     state, start, resumed = resume(checkpoints, state, latest)
@@ -71,7 +70,7 @@ def train(cfg: TrainConfig) -> dict:
         for step in range(start, cfg.steps):
             lr, batch = learning_rate(cfg, step), next(batches)
             if step_fn is None:  # compiled (or loaded) ahead of time, so the first step's phases are timed apart
-                step_fn, how = compiled_step(cfg, program.train_step, (state, batch, lr))
+                step_fn, how = compiled_program(cfg, "train_step", program.train_step, (state, batch, lr))
                 clock.phase("compile", how)
                 line_up("first step")  # one process loaded its step, another compiled it: the wait is the first step's
             for stage in stages:

@@ -12,9 +12,9 @@ from hpcjax.train.config import ModelConfig
 from hpcjax.train.shardings import Specs, named
 
 
-def init_params(config: ModelConfig, specs: Specs, mesh: Mesh, key: jax.Array) -> dict:
-    """Every parameter initialized on the devices that hold its shard, in one jitted program
-    (one compile, not one per parameter) whose out_shardings are the parameters' own."""
+def params_initializer(config: ModelConfig, specs: Specs, mesh: Mesh):
+    """key -> every parameter, initialized on the devices that hold its shard: one jitted
+    program (one compile, not one per parameter) whose out_shardings are the parameters' own."""
     plan, layout = param_plan(config, specs)
 
     def create(key):
@@ -22,7 +22,7 @@ def init_params(config: ModelConfig, specs: Specs, mesh: Mesh, key: jax.Array) -
         return jax.tree.map(lambda i: made[i], layout)
 
     shardings = jax.tree.map(lambda i: named(mesh, plan[i][2]), layout)
-    return jax.jit(create, out_shardings=shardings)(key)
+    return jax.jit(create, out_shardings=shardings)
 
 
 def abstract_params(config: ModelConfig, specs: Specs, mesh: Mesh) -> dict:

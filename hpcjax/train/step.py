@@ -29,6 +29,7 @@ from hpcjax.contract import Layout
 from hpcjax.rank.barriers import line_up
 from hpcjax.train import data, model, pipeline, shardings
 from hpcjax.train.config import PIPELINES, TrainConfig
+from hpcjax.train.warm import compiled_program
 
 
 def learning_rate(cfg: TrainConfig, step: int) -> float:
@@ -88,6 +89,7 @@ class StepProgram:
     train_step: object  # the step jitted for the state's shardings; donates the state
     eval_loss: object  # jitted: (params, batch) -> loss
     pipelined: bool
+    made: str = ""  # how the initial state came, for the start line ("cold: parameters initialized ...")
 
     def batches(self, corpus: data.Batches, start_step: int):
         """Device batches from this process's rows only (make_array_from_process_local_data)."""
@@ -110,7 +112,8 @@ class StepProgram:
         first, last = data.process_rows(sharding, windows["inputs"].shape, batch_axis=0)
         batch = jax.tree.map(lambda x: jax.make_array_from_process_local_data(
             sharding, x[first:last], x.shape), windows)
-        return float(jax.device_get(self.eval_loss(params, batch)))
+        loss, _ = compiled_program(self.cfg, "eval_loss", self.eval_loss, (params, batch))
+        return float(jax.device_get(loss(params, batch)))
 
 
 def loss_function(cfg: TrainConfig, mesh, specs, dtype):
@@ -157,7 +160,10 @@ def build_program(cfg: TrainConfig, *, abstract: bool = False) -> tuple[StepProg
     specs, optimizer = shardings.SPECS[cfg.strategy], make_optimizer(cfg)
     dtype = jnp.bfloat16 if cfg.bf16 else jnp.float32
     replicated = shardings.named(mesh, P())
-    state = (abstract_state if abstract else initial_state)(cfg, mesh, specs, optimizer, replicated)
+    if abstract:
+        state, made = abstract_state(cfg, mesh, specs, optimizer, replicated), "warm: shapes only, the checkpoint fills them"
+    else:
+        state, made = initial_state(cfg, mesh, specs, optimizer, replicated)
     state_shardings = jax.tree.map(lambda a: a.sharding, state)
     loss = loss_function(cfg, mesh, specs, dtype)
     step = step_function(cfg, loss, optimizer)
@@ -166,20 +172,24 @@ def build_program(cfg: TrainConfig, *, abstract: bool = False) -> tuple[StepProg
         replicated=replicated, batch_sharding=shardings.named(mesh, P(None, shardings.BATCH, None)),  # (accum, batch, seq)
         state_shardings=state_shardings,
         step=step, train_step=jax.jit(step, donate_argnums=0, out_shardings=(state_shardings, replicated)),
-        eval_loss=jax.jit(loss), pipelined=cfg.strategy in PIPELINES)
+        eval_loss=jax.jit(loss), pipelined=cfg.strategy in PIPELINES, made=made)
     return program, state
 
 
-def initial_state(cfg: TrainConfig, mesh, specs, optimizer, replicated) -> dict:
-    """Parameters from the seed, the optimizer's state for them, step 0: all in their shardings."""
-    params = model.init_params(cfg.model, specs, mesh, jax.random.key(cfg.seed))  # no collective inside
+def initial_state(cfg: TrainConfig, mesh, specs, optimizer, replicated) -> tuple[dict, str]:
+    """Parameters from the seed, the optimizer's state for them, step 0: all in their shardings;
+    and how they came (the initialization's program loaded or compiled)."""
+    key = jax.random.key(cfg.seed)
+    initialize, how = compiled_program(cfg, "init_params", model.params_initializer(cfg.model, specs, mesh), (key,))
+    params = initialize(key)  # no collective inside
     line_up("parameters")  # processes compile the initialization at different speeds; collectives follow
     if cfg.strategy in PIPELINES:
         params = pipeline.stack_layers(params, mesh)
     opt_state = jax.jit(optimizer.init, out_shardings=optimizer_shardings(optimizer, params, replicated))(params)
     # made on the devices: a host value put on a replicated sharding is first compared across processes
     step = jax.jit(lambda: jnp.zeros((), jnp.int32), out_shardings=replicated)()
-    return {"params": params, "opt": opt_state, "step": step}
+    program = "its program loaded" if how.startswith("warm") else "its program compiled"
+    return {"params": params, "opt": opt_state, "step": step}, f"cold: parameters initialized from the seed, {program}"
 
 
 def abstract_state(cfg: TrainConfig, mesh, specs, optimizer, replicated) -> dict:

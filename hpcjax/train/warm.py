@@ -1,5 +1,5 @@
-"""What a restart reuses of `hpcjax train`'s start: the train step's compiled executable
-(rank.executables), keyed by the configuration's fields that change the program and by
+"""What a restart reuses of `hpcjax train`'s start: the compiled executables of its
+programs (rank.executables), keyed by the configuration's fields that change the program and by
 this package's own source, so an edit to the model code never loads a stale program.
 The corpus is kept by train.data, the checkpoint restored into shapes by train.step."""
 
@@ -40,16 +40,20 @@ def source_digest() -> str:
     return digest.hexdigest()[:16]
 
 
-def compiled_step(cfg: TrainConfig, jitted, args: tuple):
-    """(the train step compiled for `args`, how it came). Loaded from the cache directory's
-    executables when an earlier start left one for the same key; else compiled (through JAX's
-    persistent cache, when one is on) and stored for the next start."""
+def compiled_program(cfg: TrainConfig, name: str, jitted, args: tuple):
+    """(`jitted` compiled for `args`, how it came): the train step, the parameters'
+    initialization, the validation loss. Loaded from the cache directory's executables when an
+    earlier start left one for the same key; else compiled (through JAX's persistent cache,
+    when one is on) and stored for the next start. Each process keeps its own: on the CPU
+    JAX's persistent cache serves process 0 alone (its key holds the process's view of the
+    devices, and only process 0 writes it), so every other process compiled every program at
+    every start."""
     directory = cfg.compile_cache_dir()
     stats = compile_cache.stats()
     before = (stats.hits, stats.misses) if stats else (0, 0)
     if directory is None:
         return jitted.lower(*args).compile(), "cold: compiled (no compilation cache: --compile-cache off)"
-    compiled, how = ExecutableStore(directory).compiled("train_step", jitted, args, program_key(cfg))
+    compiled, how = ExecutableStore(directory).compiled(name, jitted, args, program_key(cfg))
     if how.startswith("cold") and stats is not None:
         how += f"; XLA: {stats.describe(before)}"
     return compiled, how

@@ -46,6 +46,14 @@ def test_a_second_run_takes_its_first_step_from_the_cache_with_the_same_losses(t
     assert first["compile_cache"].startswith(f"warm: executable loaded from {cache}/executables/train_step/")
     assert "warm: executable loaded" in warm_log
     assert warm["losses"] == cold["losses"]  # bitwise: the loaded executable is the compiled one
+    assert warm["val_loss"] == cold["val_loss"]
+    # every process keeps its own executables of every program (JAX's own cache serves process 0 alone on CPU)
+    for program in ("init_params", "train_step", "eval_loss"):
+        stored = (tmp_path / "cache" / "executables" / program).glob("*/process*.bin")
+        assert sorted(p.name for p in stored) == [f"process{i}.bin" for i in range(4)], program
+    model = {p["phase"]: p for p in first["phases"]}["model"]
+    assert model["how"] == "cold: parameters initialized from the seed, its program loaded", model
+    assert "(cold: parameters initialized from the seed, its program compiled)" in cold_log
     phases = [p["phase"] for p in first["phases"]]
     assert phases == ["initialized", "model", "data", "restore", "setup", "compile", "first step"]
     assert first["total_s"] == pytest.approx(sum(p["s"] for p in first["phases"]), abs=0.01)
