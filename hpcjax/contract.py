@@ -66,6 +66,11 @@ STUCK_EXIT_CODE = 124  # what `timeout` returns: the process ended itself for ta
 HEARTBEAT_TIMEOUT_ENV = "HPCJAX_HEARTBEAT_TIMEOUT"
 DEFAULT_HEARTBEAT_TIMEOUT_S = 60
 
+# The words of a collective's error when another process of the job went away (gloo's, NCCL's):
+# a consequence, never the cause. A rank that raised with them leaves the naming to the
+# launcher (rank.runtime), and the failure analysis ranks them below the cause (launch.triage).
+PEER_LOST = r"Connection (?:reset|closed) by peer|Broken pipe|remote process exited"
+
 # The coordinator's port, derived per job AND step so two steps of one job never
 # collide (JAX's own choice, job % 4096 + 61440, does). Below Linux's ephemeral
 # range (32768+), where an outgoing connection could already hold the port.

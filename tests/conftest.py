@@ -79,6 +79,20 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.pure)
 
 
+def pytest_runtest_logreport(report):
+    """HPCJAX_TEST_TIMELINE=FILE: one JSON line per test phase (worker, test, phase, start, stop),
+    to see which worker ran what when (how the groups below balance)."""
+    timeline = os.environ.get("HPCJAX_TEST_TIMELINE")
+    if timeline and not os.environ.get("PYTEST_XDIST_WORKER"):  # written once, by the controller
+        import json
+
+        node = getattr(report, "node", None)  # the xdist worker it came from
+        worker = node.gateway.id if node is not None else "main"
+        with open(timeline, "a") as out:
+            out.write(json.dumps({"worker": worker, "test": report.nodeid,
+                                  "phase": report.when, "start": report.start, "stop": report.stop}) + "\n")
+
+
 def cluster_group(stem: str) -> str:
     """A file's group; a file not listed joins the first (a new file: list it where it balances)."""
     return next((group for group, stems in CLUSTER_GROUPS.items() if stem in stems), "cluster-a")

@@ -14,6 +14,8 @@ from __future__ import annotations
 import re
 from dataclasses import asdict, dataclass
 
+from hpcjax.contract import PEER_LOST
+
 
 @dataclass(frozen=True)
 class Cause:
@@ -55,7 +57,7 @@ CAUSES = (
            r"Exceeded job memory limit|MemoryError|tasks? [\d,\-]+: Out Of Memory",
            "the node's memory ran out: ask for more with --mem, or load less data per rank"),
     _cause("collective error", r"NCCL (?:error|WARN)|NCCL operation \w+\(.*\) failed|nccl\w*Error|"
-           r"\[enforce fail at .*gloo|Gloo.*(?:error|closed)|Connection closed by peer",
+           r"\[enforce fail at .*gloo|Gloo.*(?:error|closed)|" + PEER_LOST,
            "a collective failed between ranks: often a consequence of another rank's failure (see the other "
            "causes); otherwise the network between nodes (NCCL_DEBUG=INFO, NCCL_SOCKET_IFNAME)"),
     _cause("time limit", r"DUE TO TIME LIMIT", "raise --time, or checkpoint and use --requeue N"),

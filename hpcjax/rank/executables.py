@@ -18,7 +18,9 @@ directory, one `--compile-cache` switch.
 
 Never wrong, at worst cold: a key that differs compiles (and says which part differed from
 the executable stored last); a file that does not load, or whose stored key is not this
-one, compiles and replaces it. A file another user owns is not loaded: loading one runs
+one, compiles and replaces it. A program JAX took from its own persistent cache is not
+stored: serialized again, such an executable lost its kernels (on CPU, jaxlib 0.10: it
+loaded, then failed at its first run with "Function ... not found"). A file another user owns is not loaded: loading one runs
 code from it (it is a pickle), so only the job owner's own are trusted.
 """
 
@@ -136,8 +138,12 @@ class ExecutableStore:
                 return compiled, f"warm: executable loaded from {folder}"
             except Exception as err:  # noqa: BLE001 - any failure to load means compile
                 reason = f"the stored executable did not load ({type(err).__name__}: {str(err)[:200]})"
+        hits = _persistent_cache_hits()
         compiled = build() if build is not None else jitted.lower(*args).compile()
         _loaded[(name, digest)] = compiled
+        if _persistent_cache_hits() > hits:
+            return compiled, (f"cold: compiled ({reason}); came from JAX's persistent cache, not stored "
+                              "(an executable JAX loaded does not serialize whole again: it would not run)")
         try:
             save(file, parts, compiled)
             write_atomically(self._latest(name), json.dumps(parts, default=str).encode())
@@ -168,6 +174,14 @@ class ExecutableStore:
         if owner != os.getuid():
             return f"the stored executable belongs to uid {owner}; only your own are loaded (loading runs its code)"
         return None
+
+
+def _persistent_cache_hits() -> int:
+    """Programs JAX has taken from its persistent cache so far in this process (0 when it is off)."""
+    from hpcjax.rank import compile_cache
+
+    stats = compile_cache.stats()
+    return stats.hits if stats is not None else 0
 
 
 started: list[dict] = []  # this process's programs as `compiled` gave them: {"program", "s", "how"}

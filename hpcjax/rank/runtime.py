@@ -15,6 +15,7 @@ from __future__ import annotations
 import importlib.util
 import inspect
 import os
+import re
 import socket
 import sys
 import time
@@ -222,4 +223,6 @@ _previous_excepthook: list = []  # the hook initialize() replaced: it still prin
 
 def _end_after_uncaught(kind, value, trace) -> None:
     (_previous_excepthook or [sys.__excepthook__])[0](kind, value, trace)
+    if re.search(contract.PEER_LOST, str(value)):
+        return  # another process went away first: its own end is the one to report, not this consequence
     end_now_if_failed(130 if issubclass(kind, KeyboardInterrupt) else 1)

@@ -2,7 +2,8 @@
 
     python executable_program.py CACHE_DIR ROWS MESH [FAKE_JAX_VERSION]
 
-MESH: "4" (one axis of 4 devices) or "2x2". Prints one JSON line: how the executable came
+MESH: "4" (one axis of 4 devices) or "2x2". With HPCJAX_COMPILE_CACHE set, JAX's persistent
+cache is on too. Prints one JSON line: how the executable came
 and the result's bytes (hex), so two processes' results compare bitwise."""
 
 import json
@@ -17,7 +18,10 @@ cache, rows, mesh_shape = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 if len(sys.argv) > 4:
     jax.__version__ = sys.argv[4]  # as if another JAX had stored the executable
 
+from hpcjax.rank import compile_cache  # noqa: E402
 from hpcjax.rank.executables import ExecutableStore  # noqa: E402
+
+compile_cache.enable_from_environment()  # HPCJAX_COMPILE_CACHE: JAX's persistent cache as well
 
 shape = tuple(int(n) for n in mesh_shape.split("x"))
 mesh = jax.sharding.Mesh(np.array(jax.devices()).reshape(shape), ("data", "model")[:len(shape)])

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -18,8 +19,12 @@ pytestmark = pytest.mark.jax
 PROGRAM = Path(__file__).parents[1] / "data" / "executable_program.py"
 
 
-def start(cache: Path, rows: int = 8, mesh: str = "4", *extra: str) -> dict:
+def start(cache: Path, rows: int = 8, mesh: str = "4", *extra: str, persistent: Path | None = None) -> dict:
+    """One start of the program; `persistent`: JAX's persistent compilation cache there too."""
     env = {**os.environ, "JAX_PLATFORMS": "cpu", "XLA_FLAGS": "--xla_force_host_platform_device_count=4"}
+    env.pop("HPCJAX_COMPILE_CACHE", None)  # the test session's: these starts must find only what they made
+    if persistent is not None:
+        env["HPCJAX_COMPILE_CACHE"] = str(persistent)
     result = subprocess.run([sys.executable, str(PROGRAM), str(cache), str(rows), mesh, *extra],
                             capture_output=True, text=True, env=env, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
@@ -68,6 +73,18 @@ def test_a_damaged_executable_is_compiled_again_and_replaced(tmp_path):
     assert again["how"].startswith("cold: compiled (the stored executable did not load ("), again["how"]
     assert again["result"] == cold["result"]
     assert start(tmp_path)["how"].startswith("warm: executable loaded")  # replaced by a good one
+
+
+def test_a_program_jax_took_from_its_persistent_cache_is_run_but_not_stored(tmp_path):
+    """Serialized again, an executable JAX had loaded from its own cache lost its kernels: loaded
+    later, it failed at its first run ('Function ... not found'). Such a compile is not stored."""
+    xla = tmp_path / "xla"
+    first = start(tmp_path / "ours", persistent=xla)
+    assert first["how"].startswith("cold: compiled (no stored executable yet); stored in "), first["how"]
+    shutil.rmtree(tmp_path / "ours" / "executables")  # ours emptied, JAX's kept: JAX's serves the program
+    fresh = start(tmp_path / "ours", persistent=xla)
+    assert "came from JAX's persistent cache, not stored" in fresh["how"], fresh["how"]
+    assert not stored(tmp_path / "ours") and fresh["result"] == first["result"]
 
 
 def test_an_executable_of_another_key_under_this_key_is_not_loaded(tmp_path):

@@ -241,3 +241,22 @@ def test_the_bandwidth_check_can_fail(rows, ok):
     from hpcjax.rank.checks import bandwidth_ok
 
     assert bandwidth_ok(rows) is ok
+
+
+@pytest.mark.parametrize("error, code", [
+    (ValueError("bad shape 3"), 1),
+    (KeyboardInterrupt(), 130),
+    (RuntimeError("UNKNOWN: Gloo AllReduce failed: [pair.cc:538] Read error: Connection reset by peer"), None),
+    (RuntimeError("Gloo AllGather failed: [pair.cc:547] Connection closed by peer [127.0.0.1]:5803"), None),
+])
+def test_an_uncaught_error_ends_the_rank_at_once_unless_a_peer_went_away_first(error, code, monkeypatch):
+    """A rank's own error ends it now (not in JAX's shutdown barrier); a collective that failed
+    because another rank went away is that rank's to report, so this one leaves by the usual way."""
+    from hpcjax.rank import runtime
+
+    ended, printed = [], []
+    monkeypatch.setattr(runtime, "end_now_if_failed", ended.append)
+    monkeypatch.setattr(runtime, "_previous_excepthook", [lambda *args: printed.append(args[1])])
+    runtime._end_after_uncaught(type(error), error, None)
+    assert printed == [error]  # the traceback is printed either way
+    assert ended == ([] if code is None else [code])
