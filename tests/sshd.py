@@ -57,7 +57,7 @@ PrintMotd no
 MaxSessions 64
 MaxStartups 64
 LogLevel VERBOSE
-AcceptEnv HPCJAX_TEST_LOGIN_PATH
+AcceptEnv HPCJAX_TEST_LOGIN_PATH XLA_FLAGS
 """)
         # A login whose PATH lacks SLURM (the cluster user's ~/.profile honours the variable):
         # only a shell, as on a login node whose profile misses a site module.
@@ -66,6 +66,8 @@ AcceptEnv HPCJAX_TEST_LOGIN_PATH
         (self.bare_path / "sh").symlink_to("/bin/sh")
         host_key = (self.root / "host_key.pub").read_text().split()
         (self.root / "known_hosts").write_text(f"[127.0.0.1]:{self.port} {host_key[0]} {host_key[1]}\n")
+        # The session's XLA_FLAGS (tests/conftest.py) travel with every login, as sbatch carries
+        # them to local jobs: a remote job's losses then match the same program run here.
         self.client_config = self.root / "ssh_config"
         self.client_config.write_text(self.host_block(ALIAS, self.port, self.root / "client_key"))
         self.process: subprocess.Popen | None = None
@@ -81,6 +83,7 @@ Host {alias}
   UserKnownHostsFile {self.root}/known_hosts
   StrictHostKeyChecking yes
   BatchMode yes
+  SendEnv XLA_FLAGS
 """
 
     def add_alias(self, alias: str, *, port: int | None = None, key: Path | None = None,
