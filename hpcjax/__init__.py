@@ -5,12 +5,13 @@ Rooms, by where the code runs and what it owns (docs/architecture.md):
   hpcjax.containers  one class per container runtime; image recipes
   hpcjax.hosts       where SLURM's commands run: this machine (a login node over SSH next)
   hpcjax.catalog     what hpcjax remembers of the jobs it submitted
-  hpcjax.report      pages and plots about runs
+  hpcjax.pages       pages and plots about runs (hpcjax.report is the API's function)
   hpcjax.rank        every rank: environment mapping, roll call, JAX initialization, checks
   hpcjax.train       the training program
   hpcjax.api         the Python API: Trainer (Ray Train's names), @remote, report, Data
   hpcjax.cli         the command line
-Importing hpcjax imports none of them; the names below load their room when used.
+Importing hpcjax imports none of them; the names below, and the rooms themselves
+(`hpcjax.rank.progress(step)` after a plain `import hpcjax`), load when first used.
 """
 
 __version__ = "0.1.0"
@@ -41,10 +42,15 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str):
-    if name in _LAZY:
-        import importlib
+ROOMS = ("launch", "containers", "hosts", "catalog", "pages", "rank", "train", "api", "cli")
 
+
+def __getattr__(name: str):
+    import importlib
+
+    if name in _LAZY:
         module, attribute = _LAZY[name]
         return getattr(importlib.import_module(module), attribute)
+    if name in ROOMS:
+        return importlib.import_module(f"hpcjax.{name}")
     raise AttributeError(f"module 'hpcjax' has no attribute {name!r}")

@@ -16,7 +16,7 @@ from conftest import REPO
 
 PACKAGE = REPO / "hpcjax"
 SHARED = {"hpcjax", "hpcjax.errors", "hpcjax.contract", "hpcjax.validate", "hpcjax.rundir", "hpcjax.shellword",
-          "hpcjax.timeouts"}
+          "hpcjax.timeouts", "hpcjax.jsonlines"}
 STDLIB = set(sys.stdlib_module_names)
 # The container runtimes' table: standard library only, so the rank side may read it.
 RUNTIME_TABLE = {"hpcjax.containers.runtime", "hpcjax.containers.binds", "hpcjax.containers.runtimes"}
@@ -65,7 +65,7 @@ def room_files():
     for room in ROOMS:
         for path in sorted((PACKAGE / room).rglob("*.py")):
             yield room, path
-    for name in ("errors", "contract", "validate", "rundir", "shellword"):
+    for name in ("errors", "contract", "validate", "rundir", "shellword", "timeouts", "jsonlines"):
         yield "shared", PACKAGE / f"{name}.py"
 
 

@@ -70,7 +70,7 @@ class ScalingConfig:
                              'e.g. ScalingConfig(cluster="me@login.example.org") or cluster="ibex" (a profile)')
         self.cluster_named = cluster is not None
         self.cluster = cluster if isinstance(cluster, Cluster) else profiles.cluster_named(
-            cluster, values, profile_file, what="cluster=")
+            cluster, values, profile_file, what="cluster=", profile=profile)
         self.ship_limit_mb = values.get("ship_limit_mb")
 
     @property

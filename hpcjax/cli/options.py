@@ -233,9 +233,10 @@ def cluster_from_args(args: argparse.Namespace, values: dict | None = None):
     from hpcjax.launch import profiles
 
     name = getattr(args, "cluster", None)
-    if not name and getattr(args, "backend", "auto") == "local":
+    if name is None and getattr(args, "backend", "auto") == "local":
         return None
-    cluster = profiles.cluster_named(name, values, getattr(args, "profile_file", None))
+    cluster = profiles.cluster_named(name, values, getattr(args, "profile_file", None),
+                                     profile=getattr(args, "profile", None))
     if cluster is not None and getattr(args, "remote_dir", None):
         import dataclasses
 

@@ -209,10 +209,9 @@ def failure_report(run: dict) -> str:
 
 def _cluster(run: dict):
     from hpcjax.catalog import records
-    from hpcjax.hosts.cluster import Cluster
+    from hpcjax.launch.profiles import cluster_from_record
 
-    fields = records.load(run["key"]) or {}
-    return Cluster.from_dict(fields["cluster"]) if fields.get("cluster") else None
+    return cluster_from_record((records.load(run["key"]) or {}).get("cluster"))
 
 
 def cmd_relaunch(args: argparse.Namespace, command: list[str] | None) -> int:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 import shlex
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 from hpcjax.errors import HpcjaxError, UsageError
 from hpcjax.hosts.ssh import check_destination
@@ -33,6 +33,7 @@ class Cluster:
     remote_dir: str = DEFAULT_REMOTE_DIR  # on the cluster; $VAR and ~ expanded there
     ssh_options: tuple[str, ...] = ()  # extra arguments to ssh (e.g. -F FILE), before the destination
     python: str = "python3"  # the cluster's Python, for hpcjax's own programs (smoke, the API's worker)
+    profile: str | None = None  # the profile that named it, if one did (what a job record keeps)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "ssh_options", tuple(self.ssh_options))
@@ -81,14 +82,12 @@ class Cluster:
             _homes[key] = done.stdout.strip()
         return _homes[key]
 
-    def as_dict(self) -> dict:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, values: dict | None) -> "Cluster":
-        values = values or {}
-        return cls(destination=values.get("destination"), remote_dir=values.get("remote_dir", DEFAULT_REMOTE_DIR),
-                   ssh_options=tuple(values.get("ssh_options", ())), python=values.get("python", "python3"))
+    def as_record(self) -> dict:
+        """What a job record keeps: which cluster, and where its files are. Never how to reach
+        it (ssh options) nor what to run there (python): a record may be written by others
+        (the cluster's records directory), and those come from the user's own configuration
+        only (launch.profiles.cluster_from_record)."""
+        return {"destination": self.destination, "remote_dir": self.remote_dir, "profile": self.profile}
 
     def describe(self) -> str:
         if not self.remote:

@@ -26,7 +26,7 @@ import tomllib
 from pathlib import Path
 
 from hpcjax.containers import runtime as runtime_table
-from hpcjax.errors import ConfigError
+from hpcjax.errors import ConfigError, UsageError
 from hpcjax.hosts.cluster import DEFAULT_REMOTE_DIR, Cluster
 from hpcjax.launch.spec import Container, JobSpec, Layout
 from hpcjax.validate import read_text
@@ -193,24 +193,29 @@ def values_of(spec: JobSpec) -> dict:
     return {k: v for k, v in values.items() if v is not None}
 
 
-def cluster_of(values: dict, destination: str | None = None) -> Cluster | None:
+def cluster_of(values: dict, destination: str | None = None, profile: str | None = None) -> Cluster | None:
     """The cluster a profile's values name (or `destination`, with the profile's other cluster
-    keys); None: this machine."""
+    keys); None: this machine. `profile`: the profile the values came from."""
     destination = destination or values.get("host")
     if not destination:
         return None
     return Cluster(destination, remote_dir=values.get("remote_dir", DEFAULT_REMOTE_DIR),
-                   ssh_options=tuple(values.get("ssh_options", ())), python=values.get("python", "python3"))
+                   ssh_options=tuple(values.get("ssh_options", ())), python=values.get("python", "python3"),
+                   profile=profile if values.get("host") == destination else None)
 
 
 def cluster_named(name: str | None, values: dict | None = None, profile_file: str | Path | None = None,
-                  *, what: str = "--cluster", environ=os.environ) -> Cluster | None:
+                  *, what: str = "--cluster", environ=os.environ, profile: str | None = None) -> Cluster | None:
     """The cluster `name` means (the command line's --cluster, the API's cluster=; when None,
     $HPCJAX_CLUSTER): a profile of the profiles file that names a host, else an SSH
     destination; the profile's other cluster keys (remote_dir, ssh_options, python) come
-    along over `values`'. Without a name: the cluster `values` name (a profile's host), or
-    None for this machine."""
+    along over `values`' (those of the job's profile, `profile`). Without a name: the cluster
+    `values` name (a profile's host), or None for this machine."""
     values = dict(values or {})
+    if name is not None and not name.strip():
+        raise UsageError(f"{what} {name!r} names no cluster",
+                         f"give a profile that names a host, or an SSH destination (user@login.example.org); "
+                         f"leave {what} out to run on this machine")
     if not name and not values.get("host"):
         name, what = environ.get(CLUSTER_ENV) or None, CLUSTER_ENV
     if name:
@@ -221,8 +226,28 @@ def cluster_named(name: str | None, values: dict | None = None, profile_file: st
                                   f'add host = "user@login.example.org" to [profiles.{name}], or give an SSH '
                                   f"destination to {what}")
             values = {**values, **{k: v for k, v in named.items() if k in CLUSTER_KEYS}}
-            name = None
-    return cluster_of(values, name)
+            name, profile = None, name
+    return cluster_of(values, name, profile)
+
+
+def cluster_from_record(fields: dict | None, profile_file: str | Path | None = None) -> Cluster | None:
+    """The cluster a job record names, reached as the user's own configuration says: through
+    the profile it was named by (when that still names the same host), else as the bare SSH
+    destination (~/.ssh/config applies). A record names a cluster, never how to reach it: its
+    ssh options or Python, if an old or a hostile one holds them, are never used."""
+    fields = fields if isinstance(fields, dict) else {}
+    destination = fields.get("destination")
+    if not destination:
+        return None
+    if fields.get("profile"):
+        try:
+            cluster = cluster_named(fields["profile"], profile_file=profile_file)
+        except (ConfigError, UsageError):  # the profile is gone or changed: the destination alone
+            cluster = None
+        if cluster is not None and cluster.destination == destination:
+            return cluster
+    remote_dir = fields.get("remote_dir") if isinstance(fields.get("remote_dir"), str) else DEFAULT_REMOTE_DIR
+    return Cluster(destination, remote_dir=remote_dir)
 
 
 def _profile_named(name: str, profile_file: str | Path | None) -> dict | None:

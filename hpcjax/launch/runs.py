@@ -139,10 +139,9 @@ def _refresh_slurm(conn: sqlite3.Connection, cluster: str, group: list[dict]) ->
 
 
 def _cluster_of(row: dict):
-    from hpcjax.hosts.cluster import Cluster
+    from hpcjax.launch.profiles import cluster_from_record
 
-    fields = records.load(row["key"]) or {}
-    return Cluster.from_dict(fields["cluster"]) if fields.get("cluster") else None
+    return cluster_from_record((records.load(row["key"]) or {}).get("cluster"))
 
 
 def parse_attempts(text: str) -> dict[str, list[dict]]:
@@ -155,7 +154,11 @@ def parse_attempts(text: str) -> dict[str, list[dict]]:
         job, state, start, end, nodelist, tres, exit_code = parts
         gpus = next((int(p.split("=")[1]) for p in tres.split(",") if p.startswith("gres/gpu=")
                      and p.split("=")[1].isdigit()), None)
-        out.setdefault(job, []).append({"state": state.split()[0] if state else "UNKNOWN", "start": _epoch(start),
+        # A job cancelled while pending (a dependency that failed) has a Start equal to its End
+        # in sacct, and no nodes: it never started.
+        never_ran = nodelist in ("", "None assigned")
+        out.setdefault(job, []).append({"state": state.split()[0] if state else "UNKNOWN",
+                                        "start": None if never_ran else _epoch(start),
                                         "end": _epoch(end), "nodelist": nodelist, "gpus": gpus,
                                         "exit_code": int(exit_code.split(":")[0]) if exit_code[:1].isdigit() else None})
     for rows in out.values():

@@ -19,7 +19,7 @@ from hpcjax.contract import DEFAULT_OUTPUT_DIR, Layout, batch_log_path, rank_log
 from hpcjax.errors import SlurmNotFound, SubmitError
 from hpcjax.containers import binds
 from hpcjax.catalog import records
-from hpcjax.launch import slurmctl
+from hpcjax.launch import profiles, slurmctl
 from hpcjax.launch.runs import record as record_run, submission
 from hpcjax.launch.jobstatus import JobStatus
 from hpcjax.hosts.cluster import Cluster
@@ -102,7 +102,7 @@ def _follow(spec: JobSpec, elements: list[int | None], job_id: str, log_dir: str
         if named:  # what `hpcjax fetch JOBID` brings back besides the logs
             record["run_dir"] = run.run_dir = named if named.startswith("/") else f"{workdir}/{named}"
         if cluster.remote:
-            record["cluster"] = cluster.as_dict()
+            record["cluster"] = cluster.as_record()
             from hpcjax.launch import remote
 
             remote.save_record(cluster, run.job_id, record)
@@ -152,8 +152,8 @@ class SlurmRun(Run):
     def attach(cls, job_id: str, record: dict | None, cluster: Cluster | None = None) -> "SlurmRun":
         """A job submitted earlier: by hpcjax (its record says where the logs are) or with
         plain sbatch (the default log directory under the job's working directory)."""
-        if record:
-            cluster = Cluster.from_dict(record["cluster"]) if record.get("cluster") else cluster
+        if record:  # the cluster the user named wins; else the user's own way to the one the record names
+            cluster = cluster or profiles.cluster_from_record(record.get("cluster"))
             run = cls(job_id, record["output_dir"], Layout.from_dict(record.get("layout", {})).num_processes,
                       cluster)
             run.run_dir = record.get("run_dir")

@@ -11,11 +11,11 @@ the job is not touched.
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 from pathlib import Path
 
+from hpcjax import jsonlines
 from hpcjax.errors import HpcjaxError
 
 PACKAGE_PARENT = str(Path(__file__).resolve().parent.parent.parent)  # what puts hpcjax on a node's path
@@ -43,12 +43,15 @@ def take(run, native: bool = False) -> tuple[list[dict], float]:
         done = run.host.run(["srun", "--overlap", f"--jobid={run.job_id}", f"--nodes={len(nodes)}",
                              f"--ntasks={len(nodes)}", "--ntasks-per-node=1", "--quiet", f"--export=ALL,{env}",
                              *node_side], timeout=120)
-    lines = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
-    if not lines:
+    entries, broken = jsonlines.unframe(done.stdout)
+    entries += [{"host": node, "error": f"the stacks from {node} arrived incomplete",
+                 "hint": "take them again: `hpcjax stacks` reads each node's answer whole or not at all"}
+                for node in broken]
+    if not entries:
         said = done.stderr.strip().splitlines()
         raise HpcjaxError(f"could not take the stacks of job {run.job_id}: {said[-1] if said else done.returncode}",
                           "hpcjax and py-spy must be installed where the job's nodes see them")
-    return lines, time.monotonic() - started
+    return entries, time.monotonic() - started
 
 
 def signature(entry: dict, all_threads: bool) -> tuple:

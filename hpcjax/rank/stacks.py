@@ -12,19 +12,23 @@ CAP_SYS_PTRACE). py-spy pauses each process for the moment it reads it (measured
 bench/stacks.py); nothing else is done to the ranks.
 
 Prints one JSON object per rank on stdout: {"rank", "host", "pid", "threads": py-spy's} or
-{"rank", "host", "error", "hint"}; {"host", "error", "hint"} when no rank runs here.
-Standard library only, plus the py-spy binary.
+{"rank", "host", "error", "hint"}; {"host", "error", "hint"} when no rank runs here. Each
+goes as short frames (hpcjax.jsonlines): srun merges every node's output and cuts long lines,
+and a deep stack is a long line. Standard library only, plus the py-spy binary.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
 import sys
 from pathlib import Path
+
+from hpcjax import jsonlines
 
 PY_SPY_ENV = "HPCJAX_PY_SPY"  # the py-spy binary, when it is not on PATH nor beside this Python
 PTRACE_HINT = ("py-spy reads a process with ptrace: run `hpcjax stacks` as the job's user; where "
@@ -128,8 +132,11 @@ def main(argv: list[str]) -> int:
         print("usage: python -m hpcjax.rank.stacks JOBID [--native]", file=sys.stderr)
         return 2
     own_step = os.environ.get("SLURM_STEP_ID") if os.environ.get("SLURM_JOB_ID") == argv[0] else None
-    for line in node_stacks(argv[0], own_step, native="--native" in argv):
-        print(json.dumps(line), flush=True)
+    sender = re.sub(r"[^A-Za-z0-9_.:-]", "_", os.environ.get("SLURMD_NODENAME") or socket.gethostname())
+    for number, entry in enumerate(node_stacks(argv[0], own_step, native="--native" in argv)):
+        for line in jsonlines.frame(entry, sender, number):
+            sys.stdout.write(line + "\n")  # one write per line: srun passes whole short lines
+            sys.stdout.flush()
     return 0
 
 

@@ -195,7 +195,11 @@ def summarize(cfg, history, start, val_loss, stopped_early, run_dir) -> dict:
         "mfu": sum(h["mfu"] for h in steady) / len(steady) if steady else None,
         "run_dir": str(run_dir),
     }
-    if jax.process_index() == 0 and val_loss is not None:
+    validation = f"validation {val_loss:.4f}" if val_loss is not None else "no validation (stopped early)"
+    if not history:  # a relaunch of a finished run: resumed at its last step
+        say(f"nothing to train: the run is at step {start} of {cfg.steps} already ({run_dir}); {validation}; "
+            "raise --steps to train on, or give a new --run-dir to start over")
+    elif val_loss is not None:
         say(f"done: first loss {summary['first_loss']:.4f}, last {summary['last_loss']:.4f}, "
-            f"validation {val_loss:.4f}; {summary['tokens_per_s'] / 1000:.1f}k tokens/s")
+            f"{validation}; {summary['tokens_per_s'] / 1000:.1f}k tokens/s")
     return summary

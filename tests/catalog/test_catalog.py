@@ -26,6 +26,7 @@ SACCT = """\
 705|COMPLETED|2026-11-24T14:51:04|2026-11-24T14:51:13|node[1-2]|billing=4,cpu=4,gres/gpu=4,node=2|0:0
 706_1|FAILED|2026-11-24T14:53:12|2026-11-24T14:53:21|node1|billing=2,cpu=2,gres/gpu=2,node=1|3:0
 707|PENDING|Unknown|Unknown|None assigned||0:0
+708|CANCELLED by 0|2026-11-24T14:55:02|2026-11-24T14:55:02|None assigned||0:0
 """
 
 
@@ -35,6 +36,8 @@ def test_sacct_rows_become_attempts_in_order_with_their_gpus():
         [(1, "REQUEUED", 4, 9.0), (2, "COMPLETED", 4, 9.0)]
     assert found["706_1"][0]["exit_code"] == 3 and found["706_1"][0]["nodelist"] == "node1"
     assert found["707"][0]["start"] is None and found["707"][0]["state"] == "PENDING"
+    # cancelled while pending (its dependency failed): sacct gives it a Start, but it never ran
+    assert found["708"][0]["start"] is None and found["708"][0]["state"] == "CANCELLED"
 
 
 def test_gpu_hours_sum_every_attempt_and_a_running_one_until_now(hpcjax_home):

@@ -120,3 +120,61 @@ def test_stacks_of_a_local_job_grouped_and_the_job_ends_undisturbed(tmp_path):
     assert job.wait(timeout=60) == 0, job.stderr.read()
     ended = run_hpcjax("stacks", job_id, cwd=tmp_path, env=env)
     assert ended.returncode == 1 and f"job {job_id} is COMPLETED, not running" in ended.stderr
+
+
+def deep_entry(rank, host, depth=60):
+    """A Trainer rank's stack: deep, with long file names (one JSON line of several kB)."""
+    names = [f"frame_{i}_{'x' * 40}" for i in range(depth)]
+    return {"rank": rank, "host": host, "pid": 100 + rank, "threads": [
+        {"thread_name": "MainThread", "frames": [frame(n, i, f"site-packages/pkg/{'m' * 50}{i}.py")
+                                                 for i, n in enumerate(names)]}]}
+
+
+def srun_merged(senders: dict[str, list[str]], cut: int = 1024) -> str:
+    """What srun's merged output of several tasks can look like: each task's output cut into
+    pieces of at most `cut` bytes, the pieces of the tasks interleaved."""
+    streams = {s: "".join(line + "\n" for line in lines) for s, lines in senders.items()}
+    pieces = {s: [text[i:i + cut] for i in range(0, len(text), cut)] for s, text in streams.items()}
+    out = []
+    while any(pieces.values()):
+        for sender in sorted(pieces):
+            if pieces[sender]:
+                out.append(pieces[sender].pop(0))
+    return "".join(out)
+
+
+def test_deep_stacks_cross_srun_whole_when_its_output_cuts_and_interleaves_lines():
+    """The defect of issue 34: one JSON line per rank, cut by srun, failed to parse (a traceback)."""
+    from hpcjax import jsonlines
+
+    entries = {"node1": [deep_entry(r, "node1") for r in range(4)],
+               "node2": [deep_entry(r, "node2") for r in range(4, 8)]}
+    plain = srun_merged({s: [json.dumps(e) for e in es] for s, es in entries.items()})
+    with pytest.raises(ValueError):  # what the old reader did with such output
+        [json.loads(line) for line in plain.splitlines() if line.startswith("{")]
+    framed = {s: [line for i, e in enumerate(es) for line in jsonlines.frame(e, s, i)] for s, es in entries.items()}
+    assert max(len(line) for lines in framed.values() for line in lines) < 500  # never cut by srun
+    whole, broken = jsonlines.unframe(srun_merged(framed, cut=10**6) + "srun: a line of srun's own\n")
+    assert broken == [] and sorted(e["rank"] for e in whole) == list(range(8))
+    assert whole[0] == entries["node1"][0]
+
+
+def test_a_node_whose_frames_arrived_incomplete_is_named_not_a_traceback():
+    from hpcjax import jsonlines
+
+    good = jsonlines.frame(deep_entry(0, "node1"), "node1", 0)
+    cut = jsonlines.frame(deep_entry(4, "node2"), "node2", 0)
+    whole, broken = jsonlines.unframe("\n".join(good + cut[:-1] + [cut[-1][:-5] + "!!!"]))
+    assert [e["rank"] for e in whole] == [0] and broken == ["node2"]
+    assert jsonlines.objects('{"a": 1}\n{"a": 2\nnot json\n[1]\n{"b": 3}') == [{"a": 1}, {"b": 3}]
+
+
+def test_the_node_side_sends_its_answer_as_frames(monkeypatch, capsys):
+    monkeypatch.setattr(node, "node_stacks", lambda job, step, native=False: [deep_entry(1, "node1")])
+    monkeypatch.setenv("SLURMD_NODENAME", "node1")
+    assert node.main(["123"]) == 0
+    from hpcjax import jsonlines
+
+    out = capsys.readouterr().out
+    assert all(len(line) < 500 for line in out.splitlines())
+    assert jsonlines.unframe(out) == ([deep_entry(1, "node1")], [])

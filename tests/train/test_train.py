@@ -73,6 +73,11 @@ def test_stopped_and_resumed_equals_uninterrupted(tmp_path):
     for r in records:
         if "loss" in r:
             assert {"loss", "grad_norm", "learning_rate", "step_time_s", "tokens_per_s", "mfu"} <= set(r)
+    # Once more on the finished run (a relaunch of a completed job): nothing to train, said so; no crash.
+    third, err = train(tmp_path, "split", *options)
+    assert (third["start_step"], third["end_step"], third["losses"]) == (16, 16, [])
+    assert third["val_loss"] == whole["val_loss"]
+    assert "nothing to train: the run is at step 16 of 16 already" in err
 
 
 def test_gradient_accumulation_and_bf16(tmp_path):
