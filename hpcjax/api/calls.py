@@ -177,9 +177,12 @@ def read_result(call_dir, element: int, outcome, files):
     if outcome.ok and left.get(0, ("",))[0] == "success":
         return left[0][1]
     errors = {rank: payload for rank, payload in left.items() if payload[0] == "error"}
+    # The Outcome names the rank that failed first (the one the hang watch found holding the
+    # others, the one that went quiet, the first srun saw exit): another rank's exception is then
+    # a consequence (a collective whose peer was stopped), never the cause.
     first = outcome.failed[0].rank if outcome.failed else None
-    rank = first if first in errors else min(errors, default=None)
-    if rank is None:
+    rank = first if first in errors or first is not None else min(errors, default=None)
+    if rank not in errors:
         failure = outcome.failed[0] if outcome.failed else None
         raise RemoteError(outcome.report(),
                           f"see every rank's log: hpcjax logs {outcome.job_id}",

@@ -109,6 +109,7 @@ def submit(spec: JobSpec) -> "LocalRun":
     check_local_spec(spec)
     if spec.array:
         raise UsageError("a job array has one Run per element", "submit it with launch.submit_array(spec)")
+    chains.check_known(spec.after, lambda job: chains.local_state(job, started_here), "this machine")
     make_directory(spec.output_dir, "--output-dir")
     run = LocalRun(records.new_local_id(int(time.time() * 1000)), spec)
     if spec.after:  # as SLURM's --dependency: it waits, then starts or is cancelled
@@ -183,6 +184,12 @@ class LocalRun(Run):
             self.started_at = time.time()
             self.save_record("RUNNING")
             _started_here.append(self)
+
+    def cancel_unstarted(self, why: str) -> None:
+        """End a job that will never start (a dependency did not end as asked), saying why."""
+        with self.lock:
+            self.start_error = why
+            self.final = self._end("CANCELLED")
 
     def fail_to_start(self, error: Exception) -> None:
         with self.lock:

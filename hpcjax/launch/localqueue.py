@@ -14,7 +14,8 @@ import threading
 import time
 
 from hpcjax.catalog import records
-from hpcjax.launch.local import LocalRun, check_local_spec
+from hpcjax.launch import chains
+from hpcjax.launch.local import LocalRun, check_local_spec, started_here
 from hpcjax.launch.outcome import FINISHED_STATES
 from hpcjax.launch.spec import JobSpec
 
@@ -26,8 +27,10 @@ def default_slots(spec: JobSpec) -> int:
 
 
 def submit_array(spec: JobSpec) -> list[LocalRun]:
-    """One LocalRun per element, in order; the first ones start at once."""
+    """One LocalRun per element, in order; the first ones start at once (after the array's
+    dependencies, if it has any, as SLURM starts an array's elements)."""
     check_local_spec(spec)
+    chains.check_known(spec.after, lambda job: chains.local_state(job, started_here), "this machine")
     array_id = records.new_local_id(int(time.time() * 1000))
     runs = [LocalRun(f"{array_id}_{index}", spec, element=index) for index in range(spec.array)]
     for run in runs:
@@ -38,7 +41,13 @@ def submit_array(spec: JobSpec) -> list[LocalRun]:
 
 
 def schedule(runs: list[LocalRun], slots: int) -> None:
-    """Start the elements in order, keeping at most `slots` running; follow them to their end."""
+    """Start the elements in order, keeping at most `slots` running; follow them to their end.
+    With --after, none starts before the dependencies have ended as asked, and none ever when one did not."""
+    why = chains.unmet(runs[0].spec.after, started_here, lambda text: [setattr(r, "waiting_for", text) for r in runs])
+    if why:
+        for run in runs:
+            run.cancel_unstarted(why)
+        return
     waiting, running = list(runs), []
     while waiting or running:
         while waiting and len(running) < slots:

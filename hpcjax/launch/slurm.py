@@ -19,7 +19,7 @@ from hpcjax.contract import DEFAULT_OUTPUT_DIR, Layout, batch_log_path, rank_log
 from hpcjax.errors import SlurmNotFound, SubmitError
 from hpcjax.containers import binds
 from hpcjax.catalog import records
-from hpcjax.launch import profiles, slurmctl
+from hpcjax.launch import chains, profiles, slurmctl
 from hpcjax.launch.runs import record as record_run, submission
 from hpcjax.launch.jobstatus import JobStatus
 from hpcjax.hosts.cluster import Cluster
@@ -80,6 +80,9 @@ def submit_array(spec: JobSpec, cluster: Cluster | None = None, **shipping) -> l
 
 
 def _submit(spec: JobSpec, elements: list[int | None], cluster: Cluster, shipping: dict) -> list["SlurmRun"]:
+    if spec.after:
+        slurm = slurmctl.slurm_on(cluster.host())
+        chains.check_known(spec.after, slurm.job_status, f"SLURM on {cluster.name}")
     if cluster.remote:
         from hpcjax.launch import remote
 

@@ -194,3 +194,31 @@ def test_the_callers_import_path_inside_the_tree_travels_relative_to_the_working
     monkeypatch.setattr("sys.path", ["", str(root / "src"), str(root), "/usr/lib/python3/dist-packages",
                                      str(root / "src")])
     assert tree_sys_path(root) == [".", "../src", ".."]
+
+
+def test_the_rank_the_outcome_blames_is_reported_not_another_ranks_consequence(tmp_path):
+    """Issue 34: a Trainer job whose rank 3 hung; the hang watch ended it and the report blames rank
+    3, but rank 6's collective raised when its peers were stopped, and fit() reported rank 6."""
+    import pickle
+
+    from hpcjax.api import folder
+    from hpcjax.api.calls import RemoteError, read_result
+    from hpcjax.hosts.files import LocalFiles
+    from hpcjax.launch.outcome import Outcome, RankFailure
+
+    folder.element_dir(tmp_path, 0).mkdir(parents=True)
+    consequence = ("error", "Traceback ...\nValueError: Gloo AllGather failed: Connection closed by peer\n", None,
+                   {"rank": 6, "host": "node2"})
+    folder.result_path(tmp_path, 0, 6).write_bytes(pickle.dumps(consequence))
+    hung = Outcome(job_id="42", state="FAILED", exit_code=124, stopped_by="hpcjax's hang watch",
+                   failed=(RankFailure(3, "node1", "hung: stuck elsewhere than the others", "/l/42-rank3.log", ""),),
+                   stopped=(0, 1, 2, 4, 5, 6, 7))
+    with pytest.raises(RemoteError) as raised:
+        read_result(tmp_path, 0, hung, LocalFiles())
+    assert raised.value.rank == 3 and raised.value.host == "node1"
+    assert "rank 3 on node1 failed: hung" in raised.value.message and "Gloo" not in raised.value.message
+    # With no rank blamed by the outcome, a rank's own exception is the news.
+    nobody = Outcome(job_id="42", state="FAILED", exit_code=1)
+    with pytest.raises(RemoteError) as raised:
+        read_result(tmp_path, 0, nobody, LocalFiles())
+    assert raised.value.rank == 6 and "Gloo AllGather failed" in raised.value.message

@@ -22,7 +22,7 @@ def test_a_job_on_a_cluster_has_its_own_record_and_an_ambiguous_id_asks_for_the_
     assert records.key("42") == "42" and records.key("42", "me@login.example.org") == "42@me_login.example.org"
     for destination in ("alpha", "beta"):
         records.save(records.key("42", destination), {"backend": "slurm", "output_dir": "/x",
-                                                      "cluster": Cluster(destination).as_dict()})
+                                                      "cluster": Cluster(destination).as_record()})
     assert records.remote_keys("42") == ["42@alpha", "42@beta"]
     assert records.load("42@alpha")["job_id"] == "42"
     with pytest.raises(UsageError, match=r"job 42 was submitted to more than one cluster \(alpha, beta\)") as err:

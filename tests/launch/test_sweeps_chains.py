@@ -148,3 +148,37 @@ def test_after_in_a_remote_functions_submit(tmp_path, hpcjax_home):
     assert second.run.outcome.state == "CANCELLED" and isinstance(first.exception(), hpcjax.RemoteError)
     ok = square.submit(4, after=[f"{first.job_id}:any"])
     assert ok.result() == 17
+
+
+def test_after_a_job_nobody_knows_is_refused_before_anything_is_submitted(tmp_path, hpcjax_home):
+    """SLURM drops a dependency on an unknown job and runs the job at once (issue 34): refused here."""
+    done = run_hpcjax("submit", "--backend", "local", "--after", "987654321", "--", "true", cwd=tmp_path)
+    assert done.returncode == 2 and "--after 987654321:ok: this machine knows no job 987654321" in done.stderr
+    assert "hint:" in done.stderr and done.stdout == ""
+    assert not (hpcjax_home / "jobs").exists() or not list((hpcjax_home / "jobs").glob("*.json"))
+    square = hpcjax.remote(backend="local", storage_path=str(tmp_path / "calls"))(abs)
+    with pytest.raises(UsageError, match="knows no job 987654321"):
+        square.submit(-1, after="987654321")
+
+
+def test_a_sweep_after_a_failed_job_never_starts_and_after_a_good_one_starts_after_it(tmp_path, hpcjax_home):
+    """The sweep x chain seam: the local queue started a sweep's elements at once, --after or not."""
+    failed = run_hpcjax("submit", "--backend", "local", "--", sys.executable, "-c",
+                        "import time, sys; time.sleep(1); open('first', 'w').write('x'); sys.exit(3)", cwd=tmp_path)
+    assert failed.returncode == 3
+    first = failed.stdout.strip()
+    program = "import sys, os; open('ran-' + sys.argv[1], 'w').write(str(os.path.exists('first')))"
+    swept = run_hpcjax("submit", "--backend", "local", "--after", first, "--sweep", "x=1,2", "--",
+                       sys.executable, "-c", program, "{x}", cwd=tmp_path)
+    assert swept.returncode == 1 and f"not started: job {first} failed (--after {first}:ok)" in swept.stderr
+    assert not list(tmp_path.glob("ran-*"))
+    slow = subprocess.Popen([sys.executable, "-m", "hpcjax", "submit", "--backend", "local", "--", sys.executable,
+                             "-c", "import time; time.sleep(1.5); open('first2', 'w').write('x')"], cwd=tmp_path,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    second = slow.stdout.readline().strip()
+    program = "import sys, os; open('ran-' + sys.argv[1], 'w').write(str(os.path.exists('first2')))"
+    swept = run_hpcjax("submit", "--backend", "local", "--after", second, "--sweep", "x=1,2", "--",
+                       sys.executable, "-c", program, "{x}", cwd=tmp_path)
+    assert swept.returncode == 0, swept.stderr
+    assert slow.wait(timeout=60) == 0
+    assert sorted(p.read_text() for p in tmp_path.glob("ran-*")) == ["True", "True"]
