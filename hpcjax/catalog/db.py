@@ -12,6 +12,7 @@ A schema change is a new entry in MIGRATIONS; `PRAGMA user_version` says which h
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 import sys
 import time
@@ -21,6 +22,7 @@ from hpcjax.catalog import records
 
 DB_NAME = "catalog.sqlite"
 BUSY_TIMEOUT_S = 10.0
+CANNOT_WRITE = re.compile(r"readonly|read-only|unable to open|disk I/O|locked|full", re.IGNORECASE)
 # Each entry brings a database from version i to i + 1.
 MIGRATIONS = (
     """
@@ -41,6 +43,7 @@ MIGRATIONS = (
 COLUMNS = ("job_id", "name", "kind", "backend", "cluster", "command", "options", "output_dir", "run_dir",
            "workdir", "nodes", "gpus_per_node", "gpus_per_process", "partition", "submitted", "state", "final",
            "exit_code", "metrics", "report", "sweep", "sweep_values", "after")
+ATTEMPT_COLUMNS = ("key", "attempt", "start", "end", "state", "nodelist", "gpus")
 JSON_COLUMNS = ("command", "options", "metrics", "sweep_values", "after")
 FINAL_STATES = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL", "BOOT_FAIL",
                 "DEADLINE", "PREEMPTED"}
@@ -51,34 +54,88 @@ def path() -> Path:
 
 
 def connect() -> sqlite3.Connection:
-    """The catalog, created (and filled from the job records) when it is missing, rebuilt when
-    it is damaged, migrated when it is older than this hpcjax."""
+    """The catalog, created (and filled from the job records) when it is missing or empty,
+    rebuilt when it is damaged or of another program's making, migrated when it is older than
+    this hpcjax. A catalog this user cannot write is read from a copy made in memory from the
+    job records (said once): listing never fails on it, and nothing is lost, the records
+    being the source."""
     where = path()
-    where.parent.mkdir(parents=True, exist_ok=True)
-    fresh = not where.exists()
     try:
-        conn = _open(where)
-    except sqlite3.DatabaseError as error:  # not a database, or damaged beyond reading
-        aside = where.with_name(f"{DB_NAME}.damaged-{int(time.time())}")
-        where.replace(aside)
-        for suffix in ("-wal", "-shm"):
-            where.with_name(DB_NAME + suffix).unlink(missing_ok=True)
-        print(f"hpcjax: the catalog {where} was damaged ({error}); moved to {aside.name} and rebuilt from the "
-              "job records, the log directories and SLURM", file=sys.stderr)
-        conn, fresh = _open(where), True
-    if fresh:
+        where.parent.mkdir(parents=True, exist_ok=True)
+        conn, made = _open(where)
+    except sqlite3.OperationalError as error:  # read-only file or directory, a full disk
+        return _in_memory(f"the catalog {where} cannot be written ({error})")
+    except (sqlite3.DatabaseError, DamagedCatalog) as error:  # not a database, or not this one
+        try:
+            _move_aside(where)
+        except OSError as moving:
+            return _in_memory(f"the catalog {where} is damaged ({error}) and cannot be moved aside ({moving})")
+        print(f"hpcjax: the catalog {where} was damaged ({error}); moved aside and rebuilt from the job records, "
+              "the log directories and SLURM", file=sys.stderr)
+        conn, made = _open(where)
+    except OSError as error:  # HPCJAX_HOME itself cannot be made
+        return _in_memory(f"the catalog's directory {where.parent} cannot be made ({error.strerror})")
+    if made:
         imported = import_records(conn)
-        if imported and where.exists():
+        if imported:
             print(f"hpcjax: made the catalog of runs {where} from {imported} job record(s)", file=sys.stderr)
     return conn
 
 
-def _open(where: Path) -> sqlite3.Connection:
+class DamagedCatalog(Exception):
+    """A database that is not hpcjax's catalog (another program's tables, or ours changed by hand)."""
+
+
+def _open(where: Path) -> tuple[sqlite3.Connection, bool]:
+    """(the connection, whether its tables were made now: an empty file counts as a new catalog)."""
     conn = sqlite3.connect(where, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+    try:
+        conn.row_factory = sqlite3.Row
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute(f"PRAGMA busy_timeout={int(BUSY_TIMEOUT_S * 1000)}")
+        made = conn.execute("PRAGMA user_version").fetchone()[0] == 0
+        try:
+            migrate(conn)
+        except sqlite3.OperationalError as error:  # our tables over another program's (same names)
+            if CANNOT_WRITE.search(str(error)):
+                raise
+            raise DamagedCatalog(f"its tables are not hpcjax's ({error})") from None
+        check_schema(conn)
+        conn.execute("BEGIN IMMEDIATE")  # can this process write it? A read-only one refuses a write now,
+        try:  # not later in the middle of a refresh
+            conn.execute(f"PRAGMA user_version={len(MIGRATIONS)}")
+        finally:
+            conn.execute("ROLLBACK")
+        return conn, made
+    except BaseException:
+        conn.close()
+        raise
+
+
+def check_schema(conn: sqlite3.Connection) -> None:
+    """The tables are the ones this hpcjax reads and writes (their columns), else DamagedCatalog."""
+    for table, wanted in (("runs", ("key",) + COLUMNS), ("attempts", ATTEMPT_COLUMNS)):
+        have = {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
+        missing = [c for c in wanted if c not in have]
+        if missing:
+            raise DamagedCatalog(f"its table {table} lacks {', '.join(missing)}" if have else f"it has no table {table}")
+
+
+def _move_aside(where: Path) -> None:
+    aside = where.with_name(f"{DB_NAME}.damaged-{int(time.time())}")
+    where.replace(aside)
+    for suffix in ("-wal", "-shm"):
+        where.with_name(DB_NAME + suffix).unlink(missing_ok=True)
+
+
+def _in_memory(why: str) -> sqlite3.Connection:
+    """A catalog made now, in memory, from the job records (when the one on disk cannot be used)."""
+    print(f"hpcjax: note: {why}; reading the job records instead (nothing is kept for the next command)",
+          file=sys.stderr)
+    conn = sqlite3.connect(":memory:", isolation_level=None)
     conn.row_factory = sqlite3.Row
-    conn.execute("PRAGMA journal_mode=WAL")
-    conn.execute(f"PRAGMA busy_timeout={int(BUSY_TIMEOUT_S * 1000)}")
     migrate(conn)
+    import_records(conn)
     return conn
 
 

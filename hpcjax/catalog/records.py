@@ -110,6 +110,21 @@ def update(job_id: str, **changes) -> None:
     save(job_id, {**(load(job_id) or {}), **changes})
 
 
+def require_writable() -> None:
+    """Refuse to submit when the records cannot be written: a job without its record is lost to
+    `status`, `runs`, `fetch` and `relaunch` (and a local job to its own follower)."""
+    directory = records_dir()
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(dir=directory, prefix=".writable.")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as error:
+        raise UsageError(f"hpcjax cannot write its job records in {directory}: {error.strerror}",
+                         f"set {HOME_ENV} to a directory you can write (e.g. export {HOME_ENV}=$HOME/.hpcjax), "
+                         "or fix the permissions there; nothing was submitted") from None
+
+
 def new_local_id(start: int) -> str:
     """A job id no other record holds: claimed by creating its record exclusively."""
     directory = records_dir()

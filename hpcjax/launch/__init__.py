@@ -51,6 +51,9 @@ def submit(spec, backend: str | None = "auto", cluster=None, *, after=None, **sh
     SSH, the job goes there (shipping: root, limit_mb, uploads; see launch.remote). `after`:
     jobs ("JOBID[:ok|:any]", or Runs) it waits for; if one does not end as asked, it is
     cancelled without starting."""
+    from hpcjax.catalog import records
+
+    records.require_writable()
     if after is not None:
         import dataclasses
 
@@ -70,6 +73,9 @@ def submit_array(spec, backend: str | None = "auto", cluster=None, **shipping) -
     SLURM_ARRAY_TASK_ID on either backend."""
     if not spec.array:
         raise UsageError("submit_array needs a job array (array=N)", "use submit(spec) for one job")
+    from hpcjax.catalog import records
+
+    records.require_writable()
     if _slurm_for(backend, cluster):
         from hpcjax.launch import slurm
         return slurm.submit_array(spec, cluster, **shipping)

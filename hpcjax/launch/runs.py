@@ -56,8 +56,15 @@ def submission(spec, element: int | None = None, array_job: str = "", **extra) -
 
 
 def record(key: str, fields: dict) -> None:
-    """Save a job's record and its catalog row (the catalog never fails a submission)."""
-    records.save(key, fields)
+    """Save a job's record and its catalog row (the catalog never fails a submission; the records
+    were checked writable before it, and if they stopped being so since, the job is named)."""
+    try:
+        records.save(key, fields)
+    except OSError as error:
+        print(f"hpcjax: warning: job {key} was submitted, but its record could not be written in "
+              f"{records.records_dir()} ({error.strerror}): `hpcjax status/logs/cancel` find a SLURM job by its "
+              "id alone, `runs` and `relaunch` will not know it", file=sys.stderr)
+        return
     _catalog(key, records.load(key) or fields)
 
 

@@ -203,3 +203,60 @@ def test_a_run_slurm_has_forgotten_stays_as_last_seen(tmp_path, hpcjax_home):
         db.save_attempts(conn, "999991", [{"attempt": 1, "start": 1000.0, "end": 4600.0, "gpus": 4}])
     [row] = listed(tmp_path)
     assert (row["key"], row["state"], row["gpu_hours"]) == ("999991", "COMPLETED", pytest.approx(4.0))
+
+
+def test_an_empty_a_foreign_and_a_read_only_catalog_still_list_every_run(tmp_path, hpcjax_home):
+    """Issue 34: a zero-byte catalog said "no runs yet", another program's database gave a traceback,
+    and a read-only one sqlite3.OperationalError; the job records are the source, so each lists them."""
+    first = local_job(tmp_path, "-J", "one")
+    for suffix in ("", "-wal", "-shm"):
+        db.path().with_name(db.path().name + suffix).unlink(missing_ok=True)
+    db.path().write_bytes(b"")  # zero bytes: a new catalog, filled from the records
+    assert [r["key"] for r in listed(tmp_path)] == [first]
+    db.path().unlink()
+    with closing(sqlite3.connect(db.path())) as other:  # another program's database of the same name
+        other.execute("CREATE TABLE runs (id INTEGER, who TEXT)")
+        other.execute("INSERT INTO runs VALUES (1, 'not hpcjax')")
+        other.commit()
+    foreign = run_hpcjax("runs", "--json", cwd=tmp_path)
+    assert foreign.returncode == 0 and "was damaged" in foreign.stderr, foreign.stderr
+    assert [r["key"] for r in json.loads(foreign.stdout)] == [first]
+    with closing(sqlite3.connect(db.path())) as ours:  # ours, at the current version, a column gone by hand
+        ours.execute("ALTER TABLE runs DROP COLUMN report")
+        ours.commit()
+    edited = run_hpcjax("runs", "--json", cwd=tmp_path)
+    assert edited.returncode == 0 and "lacks report" in edited.stderr, edited.stderr
+    # Read-only: root writes through file modes, so the file is made immutable (ext4's +i) instead.
+    made_immutable = subprocess.run(["chattr", "+i", str(db.path())], capture_output=True).returncode == 0
+    if not made_immutable:  # a filesystem without attributes: a directory where the file should be
+        for suffix in ("", "-wal", "-shm"):
+            db.path().with_name(db.path().name + suffix).unlink(missing_ok=True)
+        db.path().mkdir()
+    try:
+        unwritable = run_hpcjax("runs", "--json", cwd=tmp_path)
+        assert unwritable.returncode == 0, unwritable.stderr
+        assert "cannot be written" in unwritable.stderr and "reading the job records instead" in unwritable.stderr
+        assert [r["key"] for r in json.loads(unwritable.stdout)] == [first]
+    finally:
+        if made_immutable:
+            subprocess.run(["chattr", "-i", str(db.path())], check=True)
+
+
+def test_an_unwritable_hpcjax_home_refuses_the_job_before_it_is_submitted(tmp_path):
+    """Issue 34: the job was submitted, then a traceback, and no record: the job was lost to hpcjax."""
+    (tmp_path / "a-file").write_text("")
+    for home in (tmp_path / "a-file" / "home", tmp_path / "a-file"):
+        done = run_hpcjax("submit", "--backend", "local", "--", sys.executable, "-c", "open('ran', 'w')",
+                          cwd=tmp_path, env={"HPCJAX_HOME": str(home)})
+        assert done.returncode == 2 and "hpcjax cannot write its job records in" in done.stderr, done.stderr
+        assert "HPCJAX_HOME" in done.stderr and "Traceback" not in done.stderr
+        assert not (tmp_path / "ran").exists() and not (tmp_path / "hpcjax-logs").exists()
+    with pytest.raises(UsageError, match="cannot write its job records"):
+        import hpcjax
+
+        os.environ["HPCJAX_HOME"] = str(tmp_path / "a-file" / "home")
+        try:
+            hpcjax.remote(backend="local", storage_path=str(tmp_path / "calls"))(abs).submit(-1)
+        finally:
+            del os.environ["HPCJAX_HOME"]
+    assert not (tmp_path / "calls").exists()
