@@ -77,6 +77,9 @@ def launch_on_cluster(function, arguments, scaling: ScalingConfig, cluster, *, s
     for args, kwargs in arguments:
         calls.unwrap_data((args, kwargs), found)
     check_cluster_data(cluster, [d.path for d in found if d.on_cluster])
+    for data in found:
+        if not data.on_cluster:
+            remote.check_links(Path(data.path), repr(data))
     element = folder.ARRAY_ELEMENT if array else "0"
     fields = dict(output_dir=str(storage / "logs"), job_name=job_name, after=after)
     if array:

@@ -182,8 +182,10 @@ def ship_tree(host, home: str, root: Path, limit_mb: int = DEFAULT_LIMIT_MB) -> 
 
 # --- data ------------------------------------------------------------------------------
 def content_digest(path: Path) -> str:
-    """A directory's (or file's) content: names and bytes, so the same data is stored once."""
-    digest = hashlib.sha256()
+    """A directory's (or file's) content: its name, its files' names and bytes, so the same data is
+    stored once (the name too: it is the stored copy's, `<digest>/<name>`, which two directories of
+    the same files but other names must not share)."""
+    digest = hashlib.sha256(path.name.encode() + b"\0")
     files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
     for file in files:
         digest.update(str(file.relative_to(path.parent if path.is_file() else path)).encode() + b"\0")
@@ -192,6 +194,19 @@ def content_digest(path: Path) -> str:
                 digest.update(block)
         digest.update(b"\0")
     return digest.hexdigest()[:16]
+
+
+def outside_links(path: Path) -> list[str]:
+    """The symbolic links inside a directory that lead out of it (or nowhere): shipped as links
+    (rsync -l), the job would find the cluster's files at that path, or none."""
+    if not path.is_dir():
+        return []
+    root, found = path.resolve(), []
+    for link in (p for p in path.rglob("*") if p.is_symlink()):
+        target = link.resolve()
+        if not target.exists() or (target != root and root not in target.parents):
+            found.append(f"{link.relative_to(path)} -> {os.readlink(link)}")
+    return sorted(found)
 
 
 def upload(host, home: str, local: Path) -> Shipped:

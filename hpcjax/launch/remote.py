@@ -11,6 +11,7 @@ so nothing needs to be installed on the cluster but a Python with JAX, or an ima
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
 import time
 from pathlib import Path, PurePosixPath
@@ -35,20 +36,36 @@ def parse_upload(text: str, cwd: Path | None = None) -> tuple[Path, str]:
     working directory, else its name), so code that opens ./data on the laptop opens the same
     path on the cluster."""
     cwd = (cwd or Path.cwd()).resolve()
+    form = "--upload ./data or --upload ~/datasets/mnist:data/mnist"
+    if not text.strip():
+        raise UsageError("--upload '' names no directory (it would ship the whole working directory)",
+                         f"give a local directory or file, optionally with the name the job sees: {form}")
     local, name = text, ""
     if not Path(text).expanduser().exists() and ":" in text:
         local, name = text.rsplit(":", 1)
-    path = Path(local).expanduser().resolve()
-    if not path.exists():
-        raise UsageError(f"--upload {text}: {local} does not exist on this machine",
-                         "give a local directory or file, optionally with the name the job sees: "
-                         "--upload ./data or --upload ~/datasets/mnist:data/mnist")
+    # The name is the path as given (a link named ./data is seen as ./data), the content what it leads to.
+    given = Path(os.path.abspath(Path(local).expanduser()))
+    path = given.resolve()
+    if not local.strip() or not path.exists():
+        raise UsageError(f"--upload {text}: {local or repr(local)} does not exist on this machine",
+                         f"give a local directory or file, optionally with the name the job sees: {form}")
     if not name:
-        name = str(path.relative_to(cwd)) if cwd in path.parents else path.name
+        name = str(given.relative_to(cwd)) if cwd in given.parents else given.name
+    check_links(path, f"--upload {text}")
     if not UPLOAD_NAME.fullmatch(name) or ".." in name.split("/"):
         raise UsageError(f"--upload {text}: {name!r} is not a relative path the job can be given",
                          "letters, digits, '.', '_', '-' and '/', below the working directory, e.g. data/mnist")
     return path, name
+
+
+def check_links(path: Path, what: str) -> None:
+    """Refuse data whose links lead out of it: as links, the job would find the cluster's files
+    at those paths, or none (rsync sends links as links)."""
+    outside = ship.outside_links(path)
+    if outside:
+        raise UsageError(f"{what}: {len(outside)} link(s) in it lead outside it: {', '.join(outside[:3])}",
+                         "the job would find the cluster's files at those paths, or none: send what they point "
+                         "to as well (--upload TARGET:NAME, or another Data), or replace the links by copies")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -97,3 +97,41 @@ def test_the_tree_is_what_git_would_commit_less_hpcjaxignore_and_a_big_one_is_re
         ship.check_size(tmp_path, names, limit_mb=2)
     assert ".hpcjaxignore" in err.value.hint
     assert ship.check_size(tmp_path, names, limit_mb=5) > 3_000_000
+
+
+def test_uploads_are_named_as_given_stored_by_name_and_content_and_refuse_what_would_mislead(tmp_path):
+    """Issue 34: two directories of the same files both uploaded left the second name dangling;
+    --upload '' shipped the whole working directory; a link named ./data was uploaded under its
+    target's name; links inside that lead out would reach the cluster's files."""
+    from hpcjax.launch.remote import parse_upload
+
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "x.txt").write_text("same bytes\n")
+    assert ship.content_digest(tmp_path / "a") != ship.content_digest(tmp_path / "b")
+    (tmp_path / "a2").mkdir()
+    (tmp_path / "a2" / "x.txt").write_text("same bytes\n")
+    elsewhere = tmp_path / "elsewhere" / "a"
+    elsewhere.mkdir(parents=True)
+    (elsewhere / "x.txt").write_text("same bytes\n")
+    assert ship.content_digest(elsewhere) == ship.content_digest(tmp_path / "a")  # stored once
+    for empty in ("", "  ", ":data"):
+        with pytest.raises(UsageError, match="names no directory|does not exist"):
+            parse_upload(empty, cwd=tmp_path)
+    external = tmp_path.parent / f"{tmp_path.name}-external-mnist"
+    external.mkdir(exist_ok=True)
+    (external / "train.bin").write_bytes(b"\1" * 10)
+    (tmp_path / "data").symlink_to(external)
+    import os
+
+    here = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        path, name = parse_upload("./data", cwd=tmp_path)
+        assert (path, name) == (external.resolve(), "data")  # the job opens ./data, as on the laptop
+        (tmp_path / "a" / "etc").symlink_to("/etc")
+        (tmp_path / "a" / "inside").symlink_to("x.txt")  # a link within: kept as a link
+        with pytest.raises(UsageError, match=r"1 link\(s\) in it lead outside it: etc -> /etc"):
+            parse_upload("./a", cwd=tmp_path)
+    finally:
+        os.chdir(here)

@@ -295,6 +295,18 @@ def test_upload_sends_data_once_links_it_where_the_job_looks_and_render_shows_th
     assert "is on hpcjax-test-cluster already" in again.stderr and "nothing sent" in again.stderr, again.stderr
     logs = run_hpcjax("logs", again.stdout.strip(), cwd=repo)
     assert re.search(r"\[rank 0 node[12]\] hello from the laptop", logs.stdout), logs.stdout
+    # Two directories of the same files, both uploaded: each name reaches its copy (the second was
+    # left a dangling link when they shared one stored copy).
+    import shutil
+
+    shutil.copytree(repo / "data", repo / "twin")
+    (repo / ".gitignore").write_text("scratch/\ndata/\ntwin/\n")
+    twins = run_hpcjax("submit", *where, "--upload", "./data", "--upload", "./twin", "--wait", "--", "python3",
+                       "-c", "print(open('data/words.txt').read().strip(), open('twin/words.txt').read().strip())",
+                       cwd=repo, timeout=600)
+    assert twins.returncode == 0, twins.stderr
+    logs = run_hpcjax("logs", twins.stdout.strip(), cwd=repo)
+    assert re.search(r"\] hello from the laptop hello from the laptop", logs.stdout), logs.stdout
 
     name = f"taken-{laptop.name[-12:]}"
     for bad, said in ((["--upload", "./data:job.py"], "job.py is part of the shipped working tree"),
