@@ -29,6 +29,7 @@ from hpcjax.errors import HpcjaxError, UsageError
 DEFAULT_LIMIT_MB = 200  # a working tree larger than this is refused before anything is sent
 IGNORE_FILE = ".hpcjaxignore"  # glob patterns (one per line) of files never shipped, beside .gitignore
 DONE = ".hpcjax-complete"  # a directory shipped whole carries this marker
+FETCHED = ".hpcjax-fetched"  # a directory `hpcjax fetch` brought back: never shipped with the tree
 
 
 @dataclass(frozen=True)
@@ -60,9 +61,19 @@ def fetch(host, source: str, target: Path, *, excludes: tuple[str, ...] = (), fi
     target.mkdir(parents=True, exist_ok=True)
     where = f"{host.destination}:{source}/" if host.remote else f"{source}/"
     listing = ["--from0", "--files-from=-"] if files is not None else []
-    out = _rsync(host, ["-rlt", "--partial", *listing, *(f"--exclude={e}" for e in excludes), where, f"{target}/"],
-                 b"\0".join(f.encode() for f in files) if files is not None else None)
+    # --safe-links: a link in the job's directory that leads out of it is not recreated here
+    out = _rsync(host, ["-rlt", "--safe-links", "--partial", *listing, *(f"--exclude={e}" for e in excludes),
+                        where, f"{target}/"], b"\0".join(f.encode() for f in files) if files is not None else None)
+    mark_fetched(target)
     return stats(out)
+
+
+def mark_fetched(target: Path) -> None:
+    """A fetched directory stays out of the next snapshot (FETCHED) and out of git (its own .gitignore)."""
+    (target / FETCHED).write_text("brought back by `hpcjax fetch`: hpcjax never ships this directory\n")
+    ignore = target / ".gitignore"
+    if not ignore.exists():
+        ignore.write_text("# brought back by `hpcjax fetch`\n*\n")
 
 
 def _rsync(host, args: list[str], input: bytes | None) -> str:
@@ -134,9 +145,11 @@ def tree_root(start: Path) -> Path:
     return Path(done.stdout.strip()) if done.returncode == 0 and done.stdout.strip() else start
 
 
-def tree_files(root: Path) -> list[str]:
+def tree_files(root: Path, leave_out: tuple[str, ...] = ()) -> list[str]:
     """The files to ship, relative to root: git's tracked and untracked-not-ignored ones (or
-    every file without git), less what .hpcjaxignore names."""
+    every file without git), less what .hpcjaxignore names, the directories `leave_out` (relative
+    to root), and what `hpcjax fetch` brought back (a directory holding FETCHED): a fetched run
+    never travels back with the code."""
     done = subprocess.run(["git", "-C", str(root), "ls-files", "-co", "--exclude-standard", "-z"],
                           capture_output=True)
     if done.returncode == 0:
@@ -146,7 +159,10 @@ def tree_files(root: Path) -> list[str]:
     ignore = root / IGNORE_FILE
     patterns = [line.strip() for line in ignore.read_text().splitlines()
                 if line.strip() and not line.startswith("#")] if ignore.is_file() else []
-    return sorted(n for n in names if (root / n).is_file() and not any(
+    # git leaves a fetched directory out by its own .gitignore; without git, by its mark
+    fetched = tuple(str(Path(n).parent) for n in names if Path(n).name == FETCHED)
+    skipped = tuple(d.rstrip("/") + "/" for d in (*leave_out, *fetched) if d not in (".", ""))
+    return sorted(n for n in names if (root / n).is_file() and not n.startswith(skipped) and not any(
         fnmatch.fnmatch(n, p) or fnmatch.fnmatch(Path(n).name, p) or n.startswith(p.rstrip("/") + "/")
         for p in patterns))
 
@@ -165,12 +181,18 @@ def check_size(root: Path, names: list[str], limit_mb: int) -> int:
     return total
 
 
-def ship_tree(host, home: str, root: Path, limit_mb: int = DEFAULT_LIMIT_MB) -> Shipped:
-    """A new snapshot of the tree on the cluster; unchanged files hard-linked to the last one."""
-    names = tree_files(root)
+def project_name(root: Path) -> str:
+    """The tree's name on the cluster (its snapshots, its run directories): its name and a digest of its path."""
+    return f"{re.sub(r'[^A-Za-z0-9._-]', '_', root.name)}-{hashlib.sha256(str(root).encode()).hexdigest()[:8]}"
+
+
+def ship_tree(host, home: str, root: Path, limit_mb: int = DEFAULT_LIMIT_MB, leave_out: tuple[str, ...] = ()
+              ) -> Shipped:
+    """A new snapshot of the tree on the cluster (less the directories `leave_out`, relative to the
+    root); unchanged files hard-linked to the last one."""
+    names = tree_files(root, leave_out)
     total = check_size(root, names, limit_mb)
-    project = f"{re.sub(r'[^A-Za-z0-9._-]', '_', root.name)}-{hashlib.sha256(str(root).encode()).hexdigest()[:8]}"
-    base = f"{home}/code/{project}"
+    base = f"{home}/code/{project_name(root)}"
     previous = [n for n in host.files.list_names(base) if not n.startswith(".")]
     stamp = f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
     link = [f"--link-dest=../{previous[-1]}"] if previous else []

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import posixpath
 import re
 import time
 from pathlib import Path, PurePosixPath
@@ -25,6 +26,7 @@ from hpcjax.hosts.cluster import Cluster
 from hpcjax.launch.render import render_sbatch
 from hpcjax.launch.run import say
 from hpcjax.launch.spec import JobSpec
+from hpcjax.rundir import run_dir_argument
 
 RECORDS = "records"  # <remote_dir>/records/<job>.json: the job's record, on the cluster itself
 UPLOAD_NAME = re.compile(r"[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)*")  # where an upload appears for the job
@@ -73,6 +75,23 @@ class Prepared:
     spec: JobSpec  # with the cluster's paths
     snapshot: str  # the job's working directory there
     package: str  # the shipped hpcjax (its parent directory)
+    run_dirs: tuple[tuple[str, str], ...] = ()  # (a relative --run-dir, where it is kept there)
+
+
+def relative_run_dirs(spec: JobSpec, root: Path) -> dict[str, str]:
+    """The relative run directories the job's command(s) name, each as its path below the tree's
+    root. A snapshot is new at every submission: these are kept beside the snapshots instead (one
+    per project and path) and linked into each, so a relaunch or a requeue resumes, as it does in a
+    directory on the cluster."""
+    here = PurePosixPath(ship.relative_cwd(root))
+    found = {}
+    for command in spec.array_commands or (spec.command,):
+        named = run_dir_argument(command)
+        if named and not named.startswith(("/", "~", "$")) and posixpath.normpath(named) != ".":
+            path = posixpath.normpath(str(here / named))
+            if path not in (".", "..") and not path.startswith("../"):  # what leaves the tree is the job's affair
+                found[named] = path
+    return found
 
 
 def check_cluster(cluster: Cluster) -> str:
@@ -135,7 +154,8 @@ def prepare(spec: JobSpec, cluster: Cluster, *, root: Path | None = None, limit_
     home = check_cluster(cluster)
     check_binds(cluster, spec)
     root = ship.tree_root(root or Path.cwd())
-    names = ship.tree_files(root) if ship_code else []
+    kept = relative_run_dirs(spec, root) if ship_code else {}
+    names = ship.tree_files(root, tuple(kept.values())) if ship_code else []
     ship.check_size(root, names, limit_mb)  # refused before anything is sent
     check_uploads(uploads, names, root, ship_code)
     host = cluster.host()
@@ -144,21 +164,22 @@ def prepare(spec: JobSpec, cluster: Cluster, *, root: Path | None = None, limit_
         say(f"shipped hpcjax {__version__} to {cluster.name}:{package} (once per version; the ranks import it)")
     snapshot = home
     if ship_code:
-        shipped = ship.ship_tree(host, home, root, limit_mb)
+        shipped = ship.ship_tree(host, home, root, limit_mb, tuple(kept.values()))
         say(f"shipped {root} to {cluster.name}:{shipped.path} ({shipped.files} files, "
             f"{shipped.total_bytes / 1e6:.1f} MB; sent {shipped.sent_files} file(s), {shipped.sent_bytes} bytes)")
         snapshot = str(PurePosixPath(shipped.path) / ship.relative_cwd(root))
     stored = [upload(cluster, home, local) for local, _ in uploads]
-    if uploads:
-        link = 'cd -- "$1" && shift && while [ $# -gt 1 ]; do mkdir -p -- "$(dirname -- "$2")" && ' \
+    run_dirs = {named: f"{home}/runs/{ship.project_name(root)}/{path}" for named, path in kept.items()}
+    links = [(there, name) for (_, name), there in zip(uploads, stored)] + [(d, n) for n, d in run_dirs.items()]
+    if links:
+        link = 'cd -- "$1" && shift && while [ $# -gt 1 ]; do mkdir -p -- "$1" "$(dirname -- "$2")" && ' \
                'ln -sfn -- "$1" "$2" && shift 2; done'
-        done = host.run(["sh", "-c", link, "sh", snapshot,
-                         *[x for (_, name), there in zip(uploads, stored) for x in (there, name)]])
+        done = host.run(["sh", "-c", link, "sh", snapshot, *[x for pair in links for x in pair]])
         if done.returncode != 0:
-            raise HpcjaxError(f"cannot link the uploads into {snapshot} on {cluster.name}: {done.stderr.strip()}",
-                              "check the remote directory is writable there")
-        spec = dataclasses.replace(spec, container=binds.in_place(spec.container, stored))
-    return Prepared(cluster_spec(spec, cluster, home, package), snapshot, package)
+            raise HpcjaxError(f"cannot link the uploads and run directories into {snapshot} on {cluster.name}: "
+                              f"{done.stderr.strip()}", "check the remote directory is writable there")
+        spec = dataclasses.replace(spec, container=binds.in_place(spec.container, stored + list(run_dirs.values())))
+    return Prepared(cluster_spec(spec, cluster, home, package), snapshot, package, tuple(run_dirs.items()))
 
 
 def check_uploads(uploads, names: list[str], root: Path, ship_code: bool) -> None:

@@ -88,13 +88,13 @@ def _submit(spec: JobSpec, elements: list[int | None], cluster: Cluster, shippin
 
         prepared = remote.prepare(spec, cluster, **shipping)
         job_id, log_dir = remote.sbatch(prepared, cluster)
-        return _follow(prepared.spec, elements, job_id, log_dir, cluster, prepared.snapshot)
+        return _follow(prepared.spec, elements, job_id, log_dir, cluster, prepared.snapshot, dict(prepared.run_dirs))
     job_id = _sbatch_here(spec)
     return _follow(spec, elements, job_id, str(Path(spec.output_dir).resolve()), cluster, str(Path.cwd()))
 
 
 def _follow(spec: JobSpec, elements: list[int | None], job_id: str, log_dir: str,
-            cluster: Cluster, workdir: str) -> list["SlurmRun"]:
+            cluster: Cluster, workdir: str, run_dirs: dict[str, str] | None = None) -> list["SlurmRun"]:
     """The Runs of a submitted job (one per array element), their records, and a first look."""
     runs = [SlurmRun(job_id if i is None else f"{job_id}_{i}", log_dir, spec.layout.num_processes, cluster)
             for i in elements]
@@ -102,8 +102,9 @@ def _follow(spec: JobSpec, elements: list[int | None], job_id: str, log_dir: str
         record = {"backend": "slurm", "output_dir": log_dir, "layout": spec.layout.as_dict(), "workdir": workdir,
                   **submission(spec, element, job_id)}
         named = run_dir_argument(record["command"])
-        if named:  # what `hpcjax fetch JOBID` brings back besides the logs
-            record["run_dir"] = run.run_dir = named if named.startswith("/") else f"{workdir}/{named}"
+        if named:  # what `hpcjax fetch JOBID` brings back besides the logs (a kept one: where it is kept)
+            record["run_dir"] = run.run_dir = (run_dirs or {}).get(named) or (
+                named if named.startswith("/") else f"{workdir}/{named}")
         if cluster.remote:
             record["cluster"] = cluster.as_record()
             from hpcjax.launch import remote

@@ -135,3 +135,27 @@ def test_uploads_are_named_as_given_stored_by_name_and_content_and_refuse_what_w
             parse_upload("./a", cwd=tmp_path)
     finally:
         os.chdir(here)
+
+
+def test_relative_run_dirs_are_kept_beside_the_snapshots_and_fetched_runs_never_ship(tmp_path, monkeypatch):
+    from hpcjax.launch.remote import relative_run_dirs
+    from hpcjax.launch.spec import JobSpec
+
+    (tmp_path / "sub").mkdir()
+    monkeypatch.chdir(tmp_path / "sub")
+    spec = JobSpec(command=("hpcjax", "train", "--run-dir", "runs/a"))
+    assert relative_run_dirs(spec, tmp_path) == {"runs/a": "sub/runs/a"}
+    for named in ("/scratch/r", "../../elsewhere", "$SCRATCH/r", "."):
+        assert relative_run_dirs(JobSpec(command=("x", f"--run-dir={named}")), tmp_path) == {}
+    swept = JobSpec(command=("x",), array=2, array_commands=(("x", "--run-dir", "r/1"), ("x", "--run-dir", "r/2")))
+    assert relative_run_dirs(swept, tmp_path) == {"r/1": "sub/r/1", "r/2": "sub/r/2"}
+    (tmp_path / "sub" / "runs" / "a").mkdir(parents=True)
+    (tmp_path / "sub" / "runs" / "a" / "metrics.jsonl").write_text("{}\n")
+    (tmp_path / "train.py").write_text("")
+    back = tmp_path / "sub" / "hpcjax-job-7" / "logs"
+    back.mkdir(parents=True)
+    (back / "7-rank0.log").write_text("x")
+    ship.mark_fetched(back)
+    assert ship.tree_files(tmp_path, ("sub/runs/a",)) == ["train.py"]
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)  # git leaves it out by its .gitignore
+    assert ship.tree_files(tmp_path, ("sub/runs/a",)) == ["train.py"]

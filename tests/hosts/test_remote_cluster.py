@@ -222,6 +222,28 @@ def test_a_training_run_on_the_cluster_is_fetched_back_and_its_report_built_on_t
     page = laptop / "for-report" / "first" / "report.html"
     assert report.stdout.strip() == str(page) and "loss" in page.read_text()
 
+    # Issue 34: a relative --run-dir lived in each submission's snapshot, so nothing resumed, and
+    # what fetch brought back into the working directory was shipped again with the next job.
+    relaunched = run_hpcjax("relaunch", job, "--wait", cwd=laptop, timeout=600)
+    assert relaunched.returncode == 0, relaunched.stderr
+    said = run_hpcjax("logs", relaunched.stdout.strip(), "--rank", "0", cwd=laptop).stdout
+    assert "nothing to train: the run is at step 6 of 6 already" in said, said
+    longer = run_hpcjax("submit", *where, "--nodes", "2", "--gpus-per-node", "2", "--wait", "--",
+                        "python3", "-m", "hpcjax", "train", "--strategy", "fsdp", "--steps", "8",
+                        "--checkpoint-every", "3", "--compile-cache", "auto", "--run-dir", "runs/first", *MODEL,
+                        cwd=laptop, timeout=600)
+    assert longer.returncode == 0, longer.stderr
+    said = run_hpcjax("logs", longer.stdout.strip(), "--rank", "0", cwd=laptop).stdout
+    assert "resumed from the checkpoint of step 6" in said, said
+    snapshot = re.search(r"shipped \S+ to \S+:(\S+) \(", longer.stderr)[1]
+    assert ssh_cluster.ssh(f"test -d {snapshot} && ! test -e {snapshot}/back && test -L {snapshot}/runs/first"
+                           ).returncode == 0, snapshot
+    fetched = run_hpcjax("fetch", longer.stdout.strip(), "--to", str(laptop / "back"), cwd=laptop)
+    assert fetched.returncode == 0, fetched.stderr
+    steps = [json.loads(line)["step"] for line in (run / "metrics.jsonl").read_text().splitlines()
+             if "loss" in json.loads(line)]
+    assert steps == list(range(8)), steps
+
 
 def test_tunnel_forwards_a_port_of_the_jobs_node_to_the_laptop(laptop, ssh_cluster):
     """A job serves HTTP on its node; `hpcjax tunnel JOBID PORT` prints a local URL that
