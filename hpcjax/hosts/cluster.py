@@ -34,6 +34,7 @@ class Cluster:
     ssh_options: tuple[str, ...] = ()  # extra arguments to ssh (e.g. -F FILE), before the destination
     python: str = "python3"  # the cluster's Python, for hpcjax's own programs (smoke, the API's worker)
     profile: str | None = None  # the profile that named it, if one did (what a job record keeps)
+    profile_file: str | None = None  # the file that profile is in (None: the default one)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "ssh_options", tuple(self.ssh_options))
@@ -87,7 +88,8 @@ class Cluster:
         it (ssh options) nor what to run there (python): a record may be written by others
         (the cluster's records directory), and those come from the user's own configuration
         only (launch.profiles.cluster_from_record)."""
-        return {"destination": self.destination, "remote_dir": self.remote_dir, "profile": self.profile}
+        return {"destination": self.destination, "remote_dir": self.remote_dir, "profile": self.profile,
+                "profile_file": self.profile_file}
 
     def describe(self) -> str:
         if not self.remote:

@@ -193,15 +193,17 @@ def values_of(spec: JobSpec) -> dict:
     return {k: v for k, v in values.items() if v is not None}
 
 
-def cluster_of(values: dict, destination: str | None = None, profile: str | None = None) -> Cluster | None:
+def cluster_of(values: dict, destination: str | None = None, profile: str | None = None,
+               profile_file: str | Path | None = None) -> Cluster | None:
     """The cluster a profile's values name (or `destination`, with the profile's other cluster
-    keys); None: this machine. `profile`: the profile the values came from."""
+    keys); None: this machine. `profile`: the profile the values came from, in `profile_file`."""
     destination = destination or values.get("host")
     if not destination:
         return None
+    named = profile if values.get("host") == destination else None
     return Cluster(destination, remote_dir=values.get("remote_dir", DEFAULT_REMOTE_DIR),
                    ssh_options=tuple(values.get("ssh_options", ())), python=values.get("python", "python3"),
-                   profile=profile if values.get("host") == destination else None)
+                   profile=named, profile_file=str(profile_file) if named and profile_file else None)
 
 
 def cluster_named(name: str | None, values: dict | None = None, profile_file: str | Path | None = None,
@@ -227,7 +229,7 @@ def cluster_named(name: str | None, values: dict | None = None, profile_file: st
                                   f"destination to {what}")
             values = {**values, **{k: v for k, v in named.items() if k in CLUSTER_KEYS}}
             name, profile = None, name
-    return cluster_of(values, name, profile)
+    return cluster_of(values, name, profile, Path(profile_file).expanduser().resolve() if profile_file else None)
 
 
 def cluster_from_record(fields: dict | None, profile_file: str | Path | None = None) -> Cluster | None:
@@ -241,7 +243,8 @@ def cluster_from_record(fields: dict | None, profile_file: str | Path | None = N
         return None
     if fields.get("profile"):
         try:
-            cluster = cluster_named(fields["profile"], profile_file=profile_file)
+            kept_file = fields.get("profile_file") if isinstance(fields.get("profile_file"), str) else None
+            cluster = cluster_named(str(fields["profile"]), profile_file=profile_file or kept_file)
         except (ConfigError, UsageError):  # the profile is gone or changed: the destination alone
             cluster = None
         if cluster is not None and cluster.destination == destination:

@@ -59,14 +59,17 @@ def test_a_record_naming_an_option_as_its_cluster_is_refused_not_run(hpcjax_home
 def test_what_a_record_keeps_of_a_cluster_is_its_name_and_place_not_how_to_reach_it():
     kept = Cluster("me@login", ssh_options=("-i", "/home/me/.ssh/key"), python="/opt/py/bin/python3",
                    profile="hpc").as_record()
-    assert kept == {"destination": "me@login", "remote_dir": "$HOME/hpcjax", "profile": "hpc"}
+    assert kept == {"destination": "me@login", "remote_dir": "$HOME/hpcjax", "profile": "hpc", "profile_file": None}
     assert "ssh" not in json.dumps(kept) and "python" not in json.dumps(kept)
 
 
 def test_a_cluster_named_through_a_profile_remembers_the_profile(tmp_path):
     profile_file = tmp_path / "profiles.toml"
     profile_file.write_text('[profiles.hpc]\nhost = "me@login"\n')
-    assert profiles.cluster_named("hpc", profile_file=profile_file).profile == "hpc"
+    named = profiles.cluster_named("hpc", profile_file=profile_file)
+    assert (named.profile, named.profile_file) == ("hpc", str(profile_file.resolve()))
+    # what the record keeps finds the same cluster again, from the same file
+    assert profiles.cluster_from_record(named.as_record()) == named
     assert profiles.cluster_named("me@login", profile_file=profile_file).profile is None
     with pytest.raises(UsageError, match="names no cluster"):
         profiles.cluster_named("", profile_file=profile_file)
