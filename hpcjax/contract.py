@@ -61,10 +61,6 @@ ATTEMPT_LINE = "hpcjax: attempt"
 HANG_MARKER = "%j-hang"
 RANK_HANG = "%j-rank%t.hang.json"
 STUCK_EXIT_CODE = 124  # what `timeout` returns: the process ended itself for taking too long
-# The heartbeat bound: a rank that stops answering (frozen, SIGSTOP, dead node) ends the
-# job after this many seconds. JAX's default is 100 s.
-HEARTBEAT_TIMEOUT_ENV = "HPCJAX_HEARTBEAT_TIMEOUT"
-DEFAULT_HEARTBEAT_TIMEOUT_S = 60
 
 # The words of a collective's error when another process of the job went away (gloo's, NCCL's):
 # a consequence, never the cause. A rank that raised with them leaves the naming to the
@@ -79,6 +75,13 @@ PEER_LOST = r"Connection (?:reset|closed) by peer|Broken pipe|remote process exi
 PORT_BASE, PORT_JOBS, PORT_STEPS, ATTEMPT_STRIDE = 10000, 1400, 16, 7
 NO_RETRY_EXIT = 78  # a rank's exit code that means "a retry cannot fix this" (sysexits' EX_CONFIG)
 RESTART_COUNT = "SLURM_RESTART_COUNT"  # SLURM's count of the job's requeues: the attempt - 1
+
+# SLURM's words for a job that has ended (the local backend uses the same), and for one that has not.
+FINISHED_STATES = frozenset({"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL",
+                             "PREEMPTED", "BOOT_FAIL", "DEADLINE"})
+JOB_STATES = FINISHED_STATES | {"PENDING", "RUNNING", "REQUEUED", "SUSPENDED", "CONFIGURING", "COMPLETING",
+                                "RESIZING", "STOPPED", "SIGNALING", "REQUEUE_HOLD", "REQUEUE_FED", "SPECIAL_EXIT",
+                                "REVOKED", "UNKNOWN"}
 
 # What `hpcjax check all` runs; the smoke verdict expects a report of each.
 ALL_CHECKS = ("devices", "allreduce")

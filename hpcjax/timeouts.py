@@ -1,4 +1,5 @@
-"""The hang watch's timeout: one rule, read from the job's variables on both sides.
+"""The job's timeouts: one rule each, read from the job's variables on both sides (the hang
+watch's adaptive timeout, the start-up and heartbeat bounds).
 
 The rank side (hpcjax.rank.hangwatch) ends a job whose ranks stop making progress; the
 login side checks the variables before anything is submitted and renders XLA's NCCL
@@ -34,6 +35,41 @@ GRACE_S = 15.0  # how long the first rank to see a hang waits for every rank's s
 NCCL_TIMEOUT_FLAG = "xla_gpu_nccl_termination_timeout_seconds"
 KNOBS_HINT = (f"{FLOOR_ENV} (default {DEFAULT_FLOOR_S:.0f} s), {CEILING_ENV} (default {DEFAULT_CEILING_S:.0f} s; "
               f"0 turns the watch off), {FACTOR_ENV} (default {DEFAULT_FACTOR:g})")
+
+
+INIT_TIMEOUT_ENV = "HPCJAX_INIT_TIMEOUT"  # seconds every rank waits for all the others at the start
+# Cold starts on a big cluster (container pull, imports from a shared filesystem) take minutes;
+# a rank that never arrives still ends in an error, not a hang.
+DEFAULT_INIT_TIMEOUT_S = 600
+HEARTBEAT_TIMEOUT_ENV = "HPCJAX_HEARTBEAT_TIMEOUT"  # a rank unheard this long (frozen, node lost) ends the job
+DEFAULT_HEARTBEAT_TIMEOUT_S = 60  # JAX's own default is 100 s
+
+
+def init_timeout_s(environ=os.environ) -> int:
+    return _whole_seconds(environ, INIT_TIMEOUT_ENV, DEFAULT_INIT_TIMEOUT_S, minimum=1)
+
+
+def heartbeat_timeout_s(environ=os.environ) -> int:
+    """How long a silent rank (frozen, stopped, its node gone) may go unheard before JAX's
+    coordination service ends the job, naming it."""
+    return _whole_seconds(environ, HEARTBEAT_TIMEOUT_ENV, DEFAULT_HEARTBEAT_TIMEOUT_S, minimum=2)
+
+
+def check_job_environment(environ) -> None:
+    """Every timeout a job's variables set, as the ranks will read them: ConfigError for a bad one."""
+    HangSettings.from_env(environ)
+    init_timeout_s(environ)
+    heartbeat_timeout_s(environ)
+
+
+def _whole_seconds(environ, name: str, default: int, *, minimum: int) -> int:
+    text = environ.get(name, "")
+    if not text:
+        return default
+    if not text.isdigit() or int(text) < minimum:
+        raise ConfigError(f"{name}={text!r} is not a whole number of seconds of at least {minimum}",
+                          f"e.g. {name}={default} (the default)")
+    return int(text)
 
 
 @dataclass(frozen=True)

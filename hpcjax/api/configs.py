@@ -59,6 +59,10 @@ class ScalingConfig:
             nodes, gpus_per_node = layout_from_workers(num_workers, nodes, gpus_per_node, gpus_per_process or 1)
         self.options = {k: v for k, v in dict(options, nodes=nodes, gpus_per_node=gpus_per_node,
                                               gpus_per_process=gpus_per_process).items() if v is not None}
+        for key, value in self.options.items():  # the kind of each (env a dict, modules a list, ...)
+            if key in profiles.OPTIONS:
+                profiles.check_value(key, value, f"ScalingConfig({key}=...)", sequences=(list, tuple),
+                                     example=f"ScalingConfig({key}={python_example(key)})")
         self.profile, self.profile_file = profile, profile_file
         values = profiles.resolve(profile, profile_file)[0] if profile else {}
         # The command is the call's, set when it is submitted; this checks everything else now.
@@ -82,6 +86,12 @@ class ScalingConfig:
 
     def __repr__(self) -> str:
         return f"ScalingConfig({self.spec.layout.name}, {self.options})"
+
+
+def python_example(key: str) -> str:
+    """An option's value as Python spells it, for a hint."""
+    return ('{"XLA_FLAGS": "..."}' if key in profiles.TABLES else '["..."]' if key in profiles.LISTS else
+            "True" if key in profiles.BOOLS else "2" if key in profiles.INTS else '"..."')
 
 
 def layout_from_workers(workers: int, nodes: int | None, gpus_per_node: int | None,

@@ -50,9 +50,9 @@ def launch(function, arguments: list[tuple[tuple, dict]], scaling: ScalingConfig
            storage, job_name: str, session: dict | None = None, max_parallel: int | None = None,
            array: bool = False, after: tuple = ()) -> list[calls.Call]:
     """Submit the call here (calls.launch) or to the cluster reached over SSH."""
-    from hpcjax.catalog import records
+    from hpcjax.launch import check_can_record
 
-    records.require_writable()  # before the call folder is written
+    check_can_record()  # before the call folder is written
     cluster = target_cluster(scaling, backend)
     if cluster is None:
         return calls.launch(function, arguments, scaling, backend=backend, storage=Path(storage),

@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 from hpcjax.catalog import records
+from hpcjax.contract import FINISHED_STATES
 
 DB_NAME = "catalog.sqlite"
 BUSY_TIMEOUT_S = 10.0
@@ -45,8 +46,6 @@ COLUMNS = ("job_id", "name", "kind", "backend", "cluster", "command", "options",
            "exit_code", "metrics", "report", "sweep", "sweep_values", "after")
 ATTEMPT_COLUMNS = ("key", "attempt", "start", "end", "state", "nodelist", "gpus")
 JSON_COLUMNS = ("command", "options", "metrics", "sweep_values", "after")
-FINAL_STATES = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL", "BOOT_FAIL",
-                "DEADLINE", "PREEMPTED"}
 
 
 def path() -> Path:
@@ -180,7 +179,7 @@ def from_record(record: dict, written: float) -> dict:
               "output_dir": record.get("output_dir"), "run_dir": record.get("run_dir"),
               "workdir": record.get("workdir"), "nodes": layout.get("nodes", 1),
               "gpus_per_node": layout.get("gpus_per_node", 1), "gpus_per_process": layout.get("gpus_per_process", 1),
-              "state": state, "final": state in FINAL_STATES}
+              "state": state, "final": state in FINISHED_STATES}
     for key in ("name", "kind", "command", "options", "partition", "submitted", "sweep", "sweep_values", "after"):
         if record.get(key) is not None:
             fields[key] = record[key]

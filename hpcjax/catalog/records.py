@@ -114,15 +114,14 @@ def require_writable() -> None:
     """Refuse to submit when the records cannot be written: a job without its record is lost to
     `status`, `runs`, `fetch` and `relaunch` (and a local job to its own follower)."""
     directory = records_dir()
-    try:
-        directory.mkdir(parents=True, exist_ok=True)
-        fd, probe = tempfile.mkstemp(dir=directory, prefix=".writable.")
-        os.close(fd)
-        os.unlink(probe)
-    except OSError as error:
-        raise UsageError(f"hpcjax cannot write its job records in {directory}: {error.strerror}",
+    existing = next(p for p in (directory, *directory.parents) if p.exists() or p == Path(p.anchor))
+    why = "" if existing.is_dir() else f"{existing} is not a directory"
+    if not why and not os.access(existing, os.W_OK | os.X_OK):  # made only when the first record is written
+        why = f"{existing} is not writable"
+    if why:
+        raise UsageError(f"hpcjax cannot write its job records in {directory}: {why}",
                          f"set {HOME_ENV} to a directory you can write (e.g. export {HOME_ENV}=$HOME/.hpcjax), "
-                         "or fix the permissions there; nothing was submitted") from None
+                         "or fix the permissions there; nothing was submitted")
 
 
 def new_local_id(start: int) -> str:

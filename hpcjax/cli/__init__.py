@@ -80,6 +80,19 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return ended(130)
+    except BrokenPipeError:  # `hpcjax logs JOB | head`: the reader has what it wanted
+        return reader_gone()
+
+
+def reader_gone() -> int:
+    """The shell's status of a writer whose pipe closed (128 + SIGPIPE), without a traceback: the
+    pipe's remaining buffered output goes nowhere instead of failing again at exit."""
+    import os
+
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return 141
 
 
 def ended(code: int) -> int:

@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path, PurePosixPath
 
+from hpcjax.cli import kinds
 from hpcjax.cli.options import add_cluster_options, cluster_from_args
 from hpcjax.errors import HpcjaxError, UsageError
 
@@ -76,6 +77,9 @@ def fetch_target(args: argparse.Namespace, target: Path | None, checkpoints: str
 
 
 def cmd_fetch(args: argparse.Namespace, command: list[str]) -> int:
+    if args.to is not None and (not args.to.strip() or Path(args.to).exists() and not Path(args.to).is_dir()):
+        raise UsageError(f"--to {args.to!r} is not a directory" + (" (it is a file)" if args.to.strip() else ""),
+                         "give a directory (made if it does not exist), e.g. --to runs-back")
     landed, said = fetch_target(args, Path(args.to) if args.to else None, args.checkpoints)
     print(f"fetched {said}", file=sys.stderr)
     print(landed.resolve())
@@ -131,7 +135,7 @@ def add_fetch_verbs(sub) -> None:
     tunnel = sub.add_parser("tunnel", help="forward a port of a running job's first node to this machine "
                                            "(TensorBoard, a profiler, Jupyter)")
     tunnel.add_argument("job_id", help="the running job (its first node is reached)")
-    tunnel.add_argument("port", type=int, help="the port on the job's first node")
-    tunnel.add_argument("--local-port", type=int, help="the port here (default: the same)")
+    tunnel.add_argument("port", type=kinds.port, help="the port on the job's first node")
+    tunnel.add_argument("--local-port", type=kinds.port, help="the port here (default: the same)")
     add_cluster_options(tunnel, profile_file=True)
     tunnel.set_defaults(run=cmd_tunnel, takes_command=False)

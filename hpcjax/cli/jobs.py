@@ -8,6 +8,7 @@ import json
 import sys
 from pathlib import Path
 
+from hpcjax.cli import kinds
 from hpcjax.errors import UsageError
 from hpcjax.validate import make_directory
 from hpcjax.cli.options import (add_backend_option, add_cluster_options, add_job_options, cluster_from_args,
@@ -134,17 +135,42 @@ def cmd_submit(args: argparse.Namespace, command: list[str]) -> int:
         print(said, file=sys.stderr)
         sys.stdout.write(shown)
         return 0
-    if spec.array:
-        elements = launch.submit_array(spec, args.backend, cluster, **shipping)
-        print(elements[0].job_id.split("_")[0], flush=True)
-        if not args.wait and elements[0].backend == "slurm":
-            return 0
-        return max((follow(run) for run in elements), default=0)
-    run = launch.submit(spec, args.backend, cluster, **shipping)
-    print(run.job_id, flush=True)
-    if not args.wait and run.backend == "slurm":
+    announced: list[str] = []
+
+    def announce(job_id: str) -> None:  # on stdout as soon as it is known and recorded
+        print(job_id, flush=True)
+        announced.append(job_id)
+
+    try:
+        if spec.array:
+            elements = launch.submit_array(spec, args.backend, cluster, announce=announce, **shipping)
+        else:
+            elements = [launch.submit(spec, args.backend, cluster, announce=announce, **shipping)]
+    except KeyboardInterrupt:
+        return interrupted_while_submitting(announced)
+    if not args.wait and elements[0].backend == "slurm":
         return 0
-    return follow(run)
+    return max((follow(run) for run in elements), default=0)
+
+
+def interrupted_while_submitting(announced: list[str]) -> int:
+    """Ctrl-C while submitting: say what became of the job (SLURM holds it once it has an id; a local
+    job's ranks are this process's children, so they stop)."""
+    if not announced:
+        print("\ninterrupted before the job was submitted: nothing runs", file=sys.stderr)
+        return 130
+    from hpcjax.launch import local
+
+    job = announced[0]
+    mine = [run for run in local._started_here if run.job_id.split("_")[0] == job]
+    for run in mine:
+        run.cancel()
+    if mine:
+        print(f"\ninterrupted: stopped local job {job}", file=sys.stderr)
+    else:
+        print(f"\ninterrupted: job {job} was submitted and keeps its place; follow it with `hpcjax status {job}`, "
+              f"or stop it with `hpcjax cancel {job}`", file=sys.stderr)
+    return 130
 
 
 def cmd_status(args: argparse.Namespace, command: list[str]) -> int:
@@ -221,8 +247,8 @@ def add_job_verbs(sub) -> None:
 
     logs = sub.add_parser("logs", help="per-rank output of a job")
     logs.add_argument("job_id", help="the id submit printed")
-    logs.add_argument("--rank", type=int, help="only this rank")
-    logs.add_argument("--tail", type=int, help="only the last N lines of each rank")
+    logs.add_argument("--rank", type=kinds.count, help="only this rank")
+    logs.add_argument("--tail", type=kinds.count, help="only the last N lines of each rank")
     logs.add_argument("-f", "--follow", action="store_true",
                       help="stream new lines while the job runs; stop when it ends")
     add_cluster_options(logs, profile_file=True)
@@ -239,7 +265,8 @@ def add_sweep_options(parser) -> None:
     chain.add_argument("--sweep", action="append", metavar="NAME=V1,V2",
                        help="run the command once per value, {NAME} in it replaced (repeatable: the cross product), "
                             "as one job array, e.g. --sweep lr=1e-3,3e-4 -- python train.py --lr {lr}")
-    chain.add_argument("--max-parallel", type=int, metavar="N", help="with --sweep: at most N elements at once")
+    chain.add_argument("--max-parallel", type=kinds.positive, metavar="N",
+                       help="with --sweep: at most N elements at once")
     chain.add_argument("--after", action="append", metavar="JOBID[:ok|:any]",
                        help="start when job JOBID has ended: ok (the default) when it succeeded, any however it "
                             "ended; if it failed, this job is cancelled, not left pending (repeatable)")

@@ -9,6 +9,7 @@ import json
 import os
 import sys
 
+from hpcjax.cli import kinds
 from hpcjax.cli.options import parse_sizes
 from hpcjax.contract import ALL_CHECKS
 
@@ -81,5 +82,5 @@ def add_rank_verbs(sub) -> None:
     check.add_argument("--bandwidth", action="store_true", help="with `all`: add the bandwidth sweep")
     check.add_argument("--sizes", help="bandwidth message sizes per device: MIN:MAX in powers of 4 "
                                        "(default 4K:64M) or a list 4K,1M")
-    check.add_argument("--iters", type=int, default=5, help="timed iterations per size")
+    check.add_argument("--iters", type=kinds.positive, default=5, help="timed iterations per size")
     check.set_defaults(run=cmd_check, takes_command=False)

@@ -34,8 +34,12 @@ def parse_since(text: str, now: float | None = None) -> float:
 
 def load(args: argparse.Namespace) -> list[dict]:
     from hpcjax.catalog import db
+    from hpcjax.contract import JOB_STATES
     from hpcjax.launch import runs
 
+    if args.state is not None and args.state.upper() not in JOB_STATES:
+        raise UsageError(f"--state {args.state!r} is not a state a job can be in",
+                         f"SLURM's states: {', '.join(sorted(JOB_STATES))} (any case), e.g. --state failed")
     since = parse_since(args.since) if args.since else None
     with closing(db.connect()) as conn:
         query = dict(state=args.state, since=since, name=args.name, cluster=args.cluster, sweep=args.sweep)

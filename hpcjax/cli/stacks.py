@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 
+from hpcjax.cli import kinds
 from hpcjax.cli.options import add_cluster_options, cluster_from_args
 from hpcjax.errors import HpcjaxError, UsageError
 
@@ -33,7 +34,7 @@ def cmd_stacks(args: argparse.Namespace, command: list[str]) -> int:
 def add_stacks_verb(sub) -> None:
     verb = sub.add_parser("stacks", help="the Python stacks of every rank of a running job, grouped (py-spy)")
     verb.add_argument("job_id", help="a running job's id")
-    verb.add_argument("--rank", type=int, help="only this rank")
+    verb.add_argument("--rank", type=kinds.count, help="only this rank")
     verb.add_argument("--all", action="store_true", help="every thread of each rank (default: the main thread's "
                                                          "stack decides the groups)")
     verb.add_argument("--native", action="store_true", help="with native frames (C, C++, Cython: XLA, NCCL)")

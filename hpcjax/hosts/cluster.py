@@ -67,19 +67,29 @@ class Cluster:
             _hosts[key] = SshHost(self.destination, self.ssh_options)
         return _hosts[key]
 
-    def home(self) -> str:
-        """remote_dir as an absolute path on the cluster, created and checked writable (once)."""
+    def home(self, *, create: bool = True) -> str:
+        """remote_dir as an absolute path on the cluster, created and checked writable (once).
+        create=False (render, --dry-run): nothing is made there; the path it would be, checked
+        writable where it would be made."""
         key = (self.destination, self.ssh_options, self.remote_dir)
         if key not in _homes:
             path = self.remote_dir.replace("~", "$HOME", 1) if self.remote_dir.startswith("~") else self.remote_dir
             script = (f'd="{path}"; mkdir -p -- "$d" && [ -w "$d" ] && cd -- "$d" && pwd -P || '
                       f'{{ echo "cannot create or write $d" >&2; exit 3; }}')
+            if not create:  # the nearest existing directory on its way must be writable
+                script = (f'd="{path}"; [ -d "$d" ] && [ -w "$d" ] && cd -- "$d" && pwd -P && exit 0; '
+                          'p="$d"; while [ ! -e "$p" ]; do p=$(dirname -- "$p"); done; '
+                          '[ -d "$p" ] && [ -w "$p" ] && case "$d" in /*) printf "%s\\n" "$d";; '
+                          '*) printf "%s/%s\\n" "$PWD" "$d";; esac && exit 0; '
+                          'echo "cannot create or write $d" >&2; exit 3')
             done = self.host().run(["sh", "-c", script])
             if done.returncode != 0:
                 raise HpcjaxError(f"the remote directory {self.remote_dir} is not usable on {self.name}: "
                                   f"{done.stderr.strip() or done.stdout.strip()}",
                                   "set remote_dir in the profile to a directory you can write there, "
                                   'e.g. remote_dir = "$SCRATCH/hpcjax"')
+            if not create:
+                return done.stdout.strip()  # not kept: the next submit makes it
             _homes[key] = done.stdout.strip()
         return _homes[key]
 

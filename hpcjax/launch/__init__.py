@@ -46,14 +46,12 @@ def choose_backend(name: str | None = "auto", *, quiet: bool = False) -> str:
     return "local"
 
 
-def submit(spec, backend: str | None = "auto", cluster=None, *, after=None, **shipping):
+def submit(spec, backend: str | None = "auto", cluster=None, *, after=None, announce=None, **shipping):
     """Run spec on the chosen backend; return its Run handle. With a Cluster reached over
     SSH, the job goes there (shipping: root, limit_mb, uploads; see launch.remote). `after`:
     jobs ("JOBID[:ok|:any]", or Runs) it waits for; if one does not end as asked, it is
-    cancelled without starting."""
-    from hpcjax.catalog import records
-
-    records.require_writable()
+    cancelled without starting. `announce(job_id)`: called as soon as the job has its id and record."""
+    check_can_record()
     if after is not None:
         import dataclasses
 
@@ -62,25 +60,30 @@ def submit(spec, backend: str | None = "auto", cluster=None, *, after=None, **sh
         spec = dataclasses.replace(spec, after=dependencies(after))
     if _slurm_for(backend, cluster):
         from hpcjax.launch import slurm
-        return slurm.submit(spec, cluster, **shipping)
+        return slurm.submit(spec, cluster, announce, **shipping)
     from hpcjax.launch import local
-    return local.submit(spec)
+    return local.submit(spec, announce)
 
 
-def submit_array(spec, backend: str | None = "auto", cluster=None, **shipping) -> list:
+def submit_array(spec, backend: str | None = "auto", cluster=None, *, announce=None, **shipping) -> list:
     """Run a job array (spec.array elements, at most spec.array_parallel at once) on the
     chosen backend; return one Run per element, in order. Each element sees its index as
     SLURM_ARRAY_TASK_ID on either backend."""
     if not spec.array:
         raise UsageError("submit_array needs a job array (array=N)", "use submit(spec) for one job")
+    check_can_record()
+    if _slurm_for(backend, cluster):
+        from hpcjax.launch import slurm
+        return slurm.submit_array(spec, cluster, announce, **shipping)
+    from hpcjax.launch import localqueue
+    return localqueue.submit_array(spec, announce)
+
+
+def check_can_record() -> None:
+    """Refuse before anything is written or submitted when hpcjax could not keep the job's record."""
     from hpcjax.catalog import records
 
     records.require_writable()
-    if _slurm_for(backend, cluster):
-        from hpcjax.launch import slurm
-        return slurm.submit_array(spec, cluster, **shipping)
-    from hpcjax.launch import localqueue
-    return localqueue.submit_array(spec)
 
 
 def _slurm_for(backend: str | None, cluster) -> bool:

@@ -61,9 +61,9 @@ def start_after(run, started_here) -> None:
     `started_here(job_id)`: the Run of a job this process started (which polls its own ranks)."""
     why = unmet(run.spec.after, started_here, lambda text: setattr(run, "waiting_for", text))
     if why:
-        run.cancel_unstarted(why)
+        run.end_unstarted("CANCELLED", why)
         return
     try:
         run.start()
     except Exception as error:  # the caller's wait sees a failed job that says why
-        run.fail_to_start(error)
+        run.end_unstarted("FAILED", f"the job's processes could not be started: {error}")

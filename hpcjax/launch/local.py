@@ -104,8 +104,8 @@ def plain_jax_environment(spec: JobSpec, job_id: str, rank: int, port: int) -> d
             "SLURM_PROCID": str(rank), "SLURM_LOCALID": str(rank % layout.tasks_per_node)}
 
 
-def submit(spec: JobSpec) -> "LocalRun":
-    """Start every rank of spec here; return the Run that follows them."""
+def submit(spec: JobSpec, announce=None) -> "LocalRun":
+    """Start every rank of spec here; return the Run that follows them (`announce(job_id)` first)."""
     check_local_spec(spec)
     if spec.array:
         raise UsageError("a job array has one Run per element", "submit it with launch.submit_array(spec)")
@@ -119,6 +119,8 @@ def submit(spec: JobSpec) -> "LocalRun":
                          daemon=True).start()
     else:
         run.start()
+    if announce is not None:
+        announce(run.job_id)
     return run
 
 
@@ -185,17 +187,13 @@ class LocalRun(Run):
             self.save_record("RUNNING")
             _started_here.append(self)
 
-    def cancel_unstarted(self, why: str) -> None:
-        """End a job that will never start (a dependency did not end as asked), saying why."""
+    def end_unstarted(self, state: str, why: str) -> None:
+        """End a job that did not start (CANCELLED: a dependency did not end as asked; FAILED: its
+        processes could not be started), saying why."""
         with self.lock:
             self.start_error = why
-            self.final = self._end("CANCELLED")
-
-    def fail_to_start(self, error: Exception) -> None:
-        with self.lock:
-            self.start_error = f"the job's processes could not be started: {error}"
             self.stop_all()
-            self.final = self._end("FAILED")
+            self.final = self._end(state)
 
     def poll(self) -> tuple[str, str]:
         if self.record is not None:

@@ -26,7 +26,7 @@ def default_slots(spec: JobSpec) -> int:
     return max(1, (os.cpu_count() or 1) // spec.layout.num_processes)
 
 
-def submit_array(spec: JobSpec) -> list[LocalRun]:
+def submit_array(spec: JobSpec, announce=None) -> list[LocalRun]:
     """One LocalRun per element, in order; the first ones start at once (after the array's
     dependencies, if it has any, as SLURM starts an array's elements)."""
     check_local_spec(spec)
@@ -37,6 +37,8 @@ def submit_array(spec: JobSpec) -> list[LocalRun]:
         run.save_record("PENDING")
     slots = spec.array_parallel or default_slots(spec)
     threading.Thread(target=schedule, args=(runs, slots), name=f"hpcjax-local-array-{array_id}").start()
+    if announce is not None:
+        announce(array_id)
     return runs
 
 
@@ -46,7 +48,7 @@ def schedule(runs: list[LocalRun], slots: int) -> None:
     why = chains.unmet(runs[0].spec.after, started_here, lambda text: [setattr(r, "waiting_for", text) for r in runs])
     if why:
         for run in runs:
-            run.cancel_unstarted(why)
+            run.end_unstarted("CANCELLED", why)
         return
     waiting, running = list(runs), []
     while waiting or running:
@@ -57,7 +59,7 @@ def schedule(runs: list[LocalRun], slots: int) -> None:
             try:
                 run.start()
             except Exception as error:  # the caller's wait sees a failed element that says why
-                run.fail_to_start(error)
+                run.end_unstarted("FAILED", f"the job's processes could not be started: {error}")
                 continue
             running.append(run)
         for run in list(running):

@@ -14,7 +14,7 @@ import signal
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-from hpcjax.contract import ATTEMPT_LINE, clamp_exit_code
+from hpcjax.contract import ATTEMPT_LINE, FINISHED_STATES, clamp_exit_code
 from hpcjax.errors import JobFailed
 from hpcjax.launch import hangs
 from hpcjax.launch.ranklogs import LOCAL, RankLogs, tail_lines, triaged
@@ -25,9 +25,6 @@ LOG_TAIL_LINES = 20
 TRIAGE_LINES = 200  # of each log, searched for the known causes
 TRIAGED_RANKS = 16  # of the blamed ranks, and of the others, whose logs are searched (the rest say the same)
 SILENT = "stopped sending heartbeats (frozen, stopped by a signal, or its node lost)"
-# SLURM's words for a job that has ended; the local backend uses the same.
-FINISHED_STATES = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL",
-                   "PREEMPTED", "BOOT_FAIL", "DEADLINE"}
 # srun's own report of a task that ended badly, in the batch log, e.g.
 # "srun: error: node2: task 5: Exited with exit code 3" or "tasks 0-3: Killed".
 SRUN_TASK_ERROR = re.compile(r"srun: error: (?P<host>\S+): tasks? (?P<tasks>[\d,\-]+): (?P<what>.+)")

@@ -37,6 +37,7 @@ CLUSTER_ENV = "HPCJAX_CLUSTER"  # the cluster (a profile or an SSH destination) 
 # destination, the directory there that holds what hpcjax ships, the Python of its nodes.
 CLUSTER_KEYS = ("host", "remote_dir", "ssh_options", "python", "ship_limit_mb")
 INTS = ("nodes", "gpus_per_node", "gpus_per_process", "cpus_per_task", "requeue", "ship_limit_mb")
+POSITIVE = ("ship_limit_mb",)  # the others have their own checks, with their own hints, in the spec
 STRS = ("time", "job_name", "partition", "account", "qos", "constraint", "mem", "output_dir", "runtime",
         "image", "template", "host", "remote_dir", "python")
 BOOLS = ("exclusive", "retry_failed", "cleanenv", "bind_hpcjax")
@@ -82,27 +83,33 @@ def _check(path: Path, name: str, profile: object, profiles: dict) -> None:
     for key, value in profile.items():
         if key not in OPTIONS + META:
             raise ConfigError(f"{where}: unknown key {key!r}", f"valid keys: {', '.join(OPTIONS + META)}")
-        value = _directive(value)[1] if key in LISTS + TABLES else value
-        expected = ("an integer" if key in INTS else "true or false" if key in BOOLS else
-                    "a list of strings" if key in LISTS else "a table of strings" if key in TABLES else "a string")
-        ok = (isinstance(value, int) and not isinstance(value, bool) if key in INTS else
-              isinstance(value, bool) if key in BOOLS else
-              isinstance(value, list) and all(isinstance(v, str) for v in value) if key in LISTS else
-              isinstance(value, dict) and all(isinstance(v, str) for v in value.values()) if key in TABLES else
-              isinstance(value, str))
-        if not ok:
-            raise ConfigError(f"{where}: {key} must be {expected}, got {value!r}",
-                              f"e.g. {_example(key)}")
+        check_value(key, _directive(value)[1] if key in LISTS + TABLES else value, f"{where}: {key}")
     parent = profile.get("extends")
     if parent is not None and parent not in profiles:
         raise ConfigError(f"{where} extends unknown profile {parent!r}", f"profiles in the file: {', '.join(profiles)}")
+
+
+def check_value(key: str, value, what: str, *, sequences=(list,), example: str = "") -> None:
+    """A job option's value is of its kind (a profile's key, a keyword of ScalingConfig): else ConfigError."""
+    expected = ("an integer" if key in INTS else "true or false" if key in BOOLS else
+                "a list of strings" if key in LISTS else "a table (a dict) of strings" if key in TABLES else "a string")
+    ok = (isinstance(value, int) and not isinstance(value, bool) if key in INTS else
+          isinstance(value, bool) if key in BOOLS else
+          isinstance(value, sequences) and all(isinstance(v, str) for v in value) if key in LISTS else
+          isinstance(value, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in value.items())
+          if key in TABLES else isinstance(value, str))
+    if not ok:
+        raise ConfigError(f"{what} must be {expected}, got {value!r}", f"e.g. {example or _example(key)}")
+    if key in POSITIVE and value < 1:
+        raise ConfigError(f"{what} must be at least 1, got {value!r}", f"e.g. {example or _example(key)}")
 
 
 def _example(key: str) -> str:
     return {"nodes": "nodes = 2", "modules": 'modules = ["dl"] or modules = { append = ["dl"] }',
             "env": 'env = { XLA_FLAGS = "..." }', "exclusive": "exclusive = true",
             "host": 'host = "me@login.example.org"', "ssh_options": 'ssh_options = ["-F", "~/.ssh/hpc_config"]',
-            "sbatch": 'sbatch = ["--licenses=scratch"]'}.get(key, f'{key} = "..."' if key in STRS else f"{key} = 1")
+            "sbatch": 'sbatch = ["--licenses=scratch"]', "ship_limit_mb": "ship_limit_mb = 500"}.get(
+                key, f'{key} = "..."' if key in STRS else f"{key} = 1")
 
 
 def _directive(value) -> tuple[str, object]:
@@ -172,7 +179,7 @@ def build_spec(command, values: dict, defaults: dict | None = None):
                           flags=tuple(v.get("container_flags", ())), cleanenv=bool(v.get("cleanenv")),
                           bind_hpcjax=v.get("bind_hpcjax", True))
     simple = {k: v[k] for k in SIMPLE if k in v}
-    return JobSpec(command=tuple(command), layout=layout, container=container, modules=tuple(v.get("modules", ())),
+    return JobSpec(command=command if isinstance(command, str) else tuple(command), layout=layout, container=container, modules=tuple(v.get("modules", ())),
                    env=tuple(v.get("env", {}).items()), sbatch_lines=tuple(v.get("sbatch", ())),
                    prologue=tuple(v.get("prologue", ())), epilogue=tuple(v.get("epilogue", ())), **simple)
 

@@ -94,8 +94,9 @@ def relative_run_dirs(spec: JobSpec, root: Path) -> dict[str, str]:
     return found
 
 
-def check_cluster(cluster: Cluster) -> str:
-    """Connect, and find what hpcjax needs on the login node; the remote directory, expanded."""
+def check_cluster(cluster: Cluster, *, create: bool = True) -> str:
+    """Connect, and find what hpcjax needs on the login node; the remote directory, expanded
+    (made there unless create=False: render and a dry run leave nothing behind)."""
     host = cluster.host()
     host.connect()  # a wrong host, a refused key: a clear error within seconds
     missing = host.run(["sh", "-c", "for p in sbatch rsync; do command -v $p >/dev/null || echo $p; done"])
@@ -107,7 +108,7 @@ def check_cluster(cluster: Cluster) -> str:
     if "rsync" in missing.stdout.split():
         raise HpcjaxError(f"`rsync` is not installed on {cluster.name}", "hpcjax ships code with rsync; ask "
                           "the site for it, or run hpcjax on the login node itself")
-    return cluster.home()
+    return cluster.home(create=create)
 
 
 def cluster_spec(spec: JobSpec, cluster: Cluster, home: str, package: str) -> JobSpec:
@@ -130,8 +131,8 @@ def missing_paths(cluster: Cluster, paths: list[str]) -> list[str]:
 
 def as_there(spec: JobSpec, cluster: Cluster) -> JobSpec:
     """The spec as `submit` would run it on the cluster, for render and --dry-run: connects and
-    checks, ships nothing."""
-    home = check_cluster(cluster)
+    checks, ships nothing, makes nothing there."""
+    home = check_cluster(cluster, create=False)
     check_binds(cluster, spec)
     return cluster_spec(spec, cluster, home, ship.package_target(home))
 
@@ -224,10 +225,11 @@ def sbatch(prepared: Prepared, cluster: Cluster) -> tuple[str, str]:
         ["sh", "-c", 'mkdir -p -- "$1" "$(dirname -- "$2")" && cat > "$2" && cd -- "$3" && sbatch --parsable "$2"',
          "sh", log_dir, script, prepared.snapshot], input=text)
     if done.returncode != 0:
-        raise SubmitError(f"sbatch on {cluster.name} refused the job ({spec.layout.name}): "
-                          f"{done.stderr.strip() or done.stdout.strip()}",
-                          f"the script is on the cluster at {script}; check the layout against "
-                          "`sinfo -o '%P %D %c %G'` there")
+        said = done.stderr.strip() or done.stdout.strip()
+        from hpcjax.launch.slurmctl import slurm_on
+
+        raise SubmitError(f"sbatch on {cluster.name} refused the job ({spec.layout.name}): {said}",
+                          f"{slurm_on(cluster.host()).refusal_hint(said)} (there; the script is at {script})")
     job_id = done.stdout.strip().splitlines()[-1].split(";")[0]
     if not job_id.isdigit():
         raise SubmitError(f"sbatch on {cluster.name} said {done.stdout.strip()!r}, not a job id",

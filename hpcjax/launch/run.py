@@ -12,8 +12,11 @@ written here once.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import signal
 import sys
+import threading
 import time
 from pathlib import Path, PurePosixPath
 
@@ -31,6 +34,21 @@ RECONNECT_S = (2, 4, 8, 15, 30)  # waits between tries after a lost connection (
 
 def say(text: str) -> None:
     print(text, file=sys.stderr, flush=True)
+
+
+@contextlib.contextmanager
+def interrupts_held():
+    """Ctrl-C while a job is handed to SLURM takes effect once its id is known and recorded, so a
+    job sbatch accepted is never unknown to the user. SIGINT is blocked meanwhile (sbatch, or ssh
+    carrying it, inherits the mask and finishes too) and delivered at the end."""
+    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
 class Run:

@@ -16,6 +16,7 @@ from datetime import datetime
 from pathlib import Path
 
 from hpcjax.catalog import db, records
+from hpcjax.contract import FINISHED_STATES
 from hpcjax.errors import HpcjaxError
 from hpcjax.rundir import RunDir, run_dir_argument
 
@@ -140,7 +141,7 @@ def _refresh_slurm(conn: sqlite3.Connection, cluster: str, group: list[dict]) ->
         if not found:
             continue  # not in accounting yet (just submitted), or SLURM forgot it: as last seen
         state = found[-1]["state"]
-        db.save(conn, row["key"], state=state, final=state in db.FINAL_STATES,
+        db.save(conn, row["key"], state=state, final=state in FINISHED_STATES,
                 exit_code=found[-1]["exit_code"])
         db.save_attempts(conn, row["key"], found)
 

@@ -25,7 +25,7 @@ from hpcjax.launch.jobstatus import JobStatus
 from hpcjax.hosts.cluster import Cluster
 from hpcjax.launch.outcome import Outcome, analyze, last_attempt, srun_events, tail_lines
 from hpcjax.launch.render import render_sbatch
-from hpcjax.launch.run import Run, say
+from hpcjax.launch.run import Run, interrupts_held, say
 from hpcjax.launch.spec import JobSpec
 from hpcjax.validate import make_directory
 
@@ -64,38 +64,49 @@ def executor_class():
     return HpcjaxSlurmExecutor
 
 
-def submit(spec: JobSpec, cluster: Cluster | None = None, **shipping) -> "SlurmRun":
+def submit(spec: JobSpec, cluster: Cluster | None = None, announce=None, **shipping) -> "SlurmRun":
     """Submit spec (here, or to a cluster over SSH); return its Run once the scheduler has
     looked at it. Raises SubmitError if SLURM refuses it or holds it with a reason that means
-    it can never start."""
+    it can never start. `announce(job_id)`, if given, as soon as the job is recorded."""
     if spec.array:
         raise SubmitError("a job array has one Run per element", "submit it with slurm.submit_array(spec)")
-    [run] = _submit(spec, [None], cluster or Cluster(), shipping)
+    [run] = _submit(spec, [None], cluster or Cluster(), shipping, announce)
     return run
 
 
-def submit_array(spec: JobSpec, cluster: Cluster | None = None, **shipping) -> list["SlurmRun"]:
+def submit_array(spec: JobSpec, cluster: Cluster | None = None, announce=None, **shipping) -> list["SlurmRun"]:
     """Submit a job array (spec.array elements); return one Run per element, in order."""
-    return _submit(spec, list(range(spec.array)), cluster or Cluster(), shipping)
+    return _submit(spec, list(range(spec.array)), cluster or Cluster(), shipping, announce)
 
 
-def _submit(spec: JobSpec, elements: list[int | None], cluster: Cluster, shipping: dict) -> list["SlurmRun"]:
+def _submit(spec: JobSpec, elements: list[int | None], cluster: Cluster, shipping: dict,
+            announce=None) -> list["SlurmRun"]:
+    slurm = slurmctl.slurm_on(cluster.host())
     if spec.after:
-        slurm = slurmctl.slurm_on(cluster.host())
         chains.check_known(spec.after, slurm.job_status, f"SLURM on {cluster.name}")
+    if spec.array:
+        slurm.check_array_size(spec.array)
     if cluster.remote:
         from hpcjax.launch import remote
 
         prepared = remote.prepare(spec, cluster, **shipping)
-        job_id, log_dir = remote.sbatch(prepared, cluster)
-        return _follow(prepared.spec, elements, job_id, log_dir, cluster, prepared.snapshot, dict(prepared.run_dirs))
-    job_id = _sbatch_here(spec)
-    return _follow(spec, elements, job_id, str(Path(spec.output_dir).resolve()), cluster, str(Path.cwd()))
+        with interrupts_held():
+            job_id, log_dir = remote.sbatch(prepared, cluster)
+            runs = _record(prepared.spec, elements, job_id, log_dir, cluster, prepared.snapshot,
+                           dict(prepared.run_dirs), announce)
+    else:
+        binds.check_before_submit(spec)
+        with interrupts_held():
+            job_id = _sbatch_here(spec)
+            runs = _record(spec, elements, job_id, str(Path(spec.output_dir).resolve()), cluster, str(Path.cwd()),
+                           announce=announce)
+    runs[0].ensure_can_start()
+    return runs
 
 
-def _follow(spec: JobSpec, elements: list[int | None], job_id: str, log_dir: str,
-            cluster: Cluster, workdir: str, run_dirs: dict[str, str] | None = None) -> list["SlurmRun"]:
-    """The Runs of a submitted job (one per array element), their records, and a first look."""
+def _record(spec: JobSpec, elements: list[int | None], job_id: str, log_dir: str, cluster: Cluster, workdir: str,
+            run_dirs: dict[str, str] | None = None, announce=None) -> list["SlurmRun"]:
+    """The Runs of a submitted job (one per array element) and their records; announced."""
     runs = [SlurmRun(job_id if i is None else f"{job_id}_{i}", log_dir, spec.layout.num_processes, cluster)
             for i in elements]
     for run, element in zip(runs, elements):
@@ -114,13 +125,13 @@ def _follow(spec: JobSpec, elements: list[int | None], job_id: str, log_dir: str
     what = f"job {job_id}" if spec.array == 0 else f"job array {job_id} of {spec.array} elements"
     where = f" on {cluster.name}" if cluster.remote else ""
     say(f"submitted {what}{where} ({spec.layout.described}); logs in {log_dir}/")
-    runs[0].ensure_can_start()
+    if announce is not None:
+        announce(job_id)
     return runs
 
 
 def _sbatch_here(spec: JobSpec) -> str:
     """sbatch on this machine, through submitit; the job id."""
-    binds.check_before_submit(spec)
     if shutil.which("sbatch") is None:
         raise SlurmNotFound("SLURM is not installed on this machine (no `sbatch` on the PATH)",
                             "run `hpcjax submit` on the cluster's login node, or on this machine's "
@@ -131,10 +142,9 @@ def _sbatch_here(spec: JobSpec) -> str:
     try:
         job = executor_class()(spec).submit_spec()
     except submitit.core.utils.FailedJobError as err:
-        summary = slurmctl.slurm_on().summary()
-        raise SubmitError(f"sbatch refused the job ({spec.layout.name}): {str(err).strip()}",
-                          f"the cluster has: {summary}" if summary else
-                          "check the layout against `sinfo -o '%P %D %c %G'`") from None
+        said = str(err).strip()
+        raise SubmitError(f"sbatch refused the job ({spec.layout.name}): {said}",
+                          slurmctl.slurm_on().refusal_hint(said)) from None
     return str(job.job_id)
 
 

@@ -28,6 +28,25 @@ FINAL_ERRORS = ("Invalid job id", "Invalid user", "Unknown", "accounting storage
 # alone for this long before trying accounting again: each try costs its retries.
 ACCOUNTING_RETRY_S = 60.0
 QUEUE_FORMAT = "%i|%j|%T|%r|%N|%M"  # with -r: one line per array element, named A_i
+# sbatch's refusals, and what the user can do about each (the first that matches).
+REFUSALS = (
+    (r"invalid partition", "--partition names no partition here: `sinfo -s` lists them (or drop it for the "
+                           "cluster's default)"),
+    (r"invalid account|account/partition combination", "--account is not yours here (or not on that partition): "
+                                                        "`sacctmgr show assoc user=$USER format=account,partition`"),
+    (r"invalid qos", "--qos is not one you may use: `sacctmgr show assoc user=$USER format=qos` lists yours"),
+    (r"time limit", "--time is over the partition's limit: `sinfo -o '%P %l'` shows each partition's"),
+    (r"feature|constraint", "--constraint names no feature of any node: `sinfo -o '%N %f'` lists them"),
+    (r"gres|generic resource|gpu", "more GPUs per node than any node has: `sinfo -o '%P %D %G'` shows each "
+                                   "partition's (--gpus-per-node)"),
+    (r"CPU count|cpus? per", "each node runs --gpus-per-node / --gpus-per-process tasks of --cpus-per-task CPUs: "
+                             "more CPUs than a node has; `sinfo -o '%P %c %G'` shows what the nodes have"),
+    (r"memory|mem", "--mem is more than a node has: `sinfo -o '%P %m'` shows each partition's memory (MB)"),
+    (r"node count|node configuration|nodes? .*not available|too many nodes",
+     "more nodes (or CPUs per task) than the partition has: `sinfo -o '%P %D %c'`"),
+    (r"policy|limit", "the request is over a limit of your account or QOS: `sacctmgr show assoc user=$USER` "
+                      "and `sacctmgr show qos` show them"),
+)
 
 
 def check_job_id(job_id: str) -> str:
@@ -45,6 +64,7 @@ class Slurm:
         self.accounting_down_until = 0.0
         self.told_no_accounting = False
         self.watcher = Watcher(self)
+        self._config: dict[str, str] | None = None
 
     def run(self, argv: list[str]) -> str:
         tries = QUERY_TRIES if argv[0] in QUERIES else 1
@@ -145,6 +165,33 @@ class Slurm:
         hosts = self.run(["scontrol", "show", "hostnames", nodelist]).split()
         per_node = -(-num_ranks // len(hosts))
         return {rank: hosts[min(rank // per_node, len(hosts) - 1)] for rank in range(num_ranks)}
+
+    def config_value(self, name: str) -> str | None:
+        """A value of the controller's configuration (`scontrol show config`), asked once per host."""
+        if self._config is None:
+            try:
+                text = self.run(["scontrol", "show", "config"])
+            except HpcjaxError:  # a hint or a bound, never a reason to fail
+                text = ""
+            self._config = dict(re.findall(r"^(\w+)\s*=\s*(.*?)\s*$", text, re.MULTILINE))
+        return self._config.get(name)
+
+    def check_array_size(self, elements: int) -> None:
+        """Refuse an array larger than the cluster takes (MaxArraySize: indices 0..MaxArraySize-1),
+        before it is submitted: sbatch's own refusal does not say what would fit."""
+        most = self.config_value("MaxArraySize")
+        if most and most.isdigit() and elements > int(most) - 1:
+            raise UsageError(f"the job array has {elements} elements; SLURM on {self.host.name} takes at most "
+                             f"{int(most) - 1} (MaxArraySize = {most})",
+                             "sweep fewer values, or split the sweep into several submissions")
+
+    def refusal_hint(self, said: str) -> str:
+        """What to do about sbatch's refusal, by what it said (each refusal its own hint)."""
+        for pattern, hint in REFUSALS:
+            if re.search(pattern, said, re.IGNORECASE):
+                return hint
+        summary = self.summary()
+        return f"the cluster has: {summary}" if summary else "check the layout against `sinfo -o '%P %D %c %G'`"
 
     def summary(self) -> str:
         """The partitions, for a hint: "gpu 2 nodes, 8 CPUs, gres gpu:4"."""

@@ -8,6 +8,7 @@ be valid, and a hint. Nothing here touches SLURM or JAX.
 from __future__ import annotations
 
 import re
+import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -167,6 +168,10 @@ class JobSpec:
     after: tuple[tuple[str, str], ...] = ()  # (job id, "ok" or "any"): start when those end so
 
     def __post_init__(self) -> None:
+        if isinstance(self.command, str):  # tuple("python x.py") would be its letters
+            raise SpecError(f"the command {self.command!r} is one string, not a list of words",
+                            f"give its words: {shlex.split(self.command) if _splits(self.command) else ['python', 'x.py']!r}"
+                            " (a shell line goes through bash: ['bash', '-c', '...'])")
         command = tuple(self.command)
         if not command or not command[0]:
             raise SpecError("the command is empty",
@@ -222,12 +227,19 @@ class JobSpec:
         object.__setattr__(self, "env", tuple((k, v) for k, v in dict(self.env).items()))
         for key, value in self.env:
             check_env_pair(key, value)
-        _check_hang_settings(dict(self.env))
+        _check_timeouts(dict(self.env))
 
     @property
     def time_seconds(self) -> int | None:
         """The walltime in seconds; None for no limit (--time 0 or UNLIMITED)."""
         return parse_walltime(self.time)
+
+
+def _splits(text: str) -> bool:
+    try:
+        return bool(shlex.split(text))
+    except ValueError:
+        return False
 
 
 def check_env_pair(key: str, value: str) -> None:
@@ -269,10 +281,11 @@ def dependencies(after) -> tuple[tuple[str, str], ...]:
                  for item in items)
 
 
-def _check_hang_settings(env: dict[str, str]) -> None:
-    """The hang watch's knobs are read on every rank: a bad one is refused here, not there."""
+def _check_timeouts(env: dict[str, str]) -> None:
+    """The job's timeouts (the hang watch's knobs, the start-up and heartbeat bounds) are read on
+    every rank: a bad one is refused here, not there."""
     try:
-        timeouts.HangSettings.from_env(env)
+        timeouts.check_job_environment(env)
     except ConfigError as error:
         raise SpecError(f"--env {error.message}", error.hint,
                         field="env") from None

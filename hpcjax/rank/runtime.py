@@ -22,17 +22,12 @@ import time
 from pathlib import Path
 from typing import MutableMapping
 
-from hpcjax import contract
-from hpcjax.contract import DEFAULT_HEARTBEAT_TIMEOUT_S, HEARTBEAT_TIMEOUT_ENV
-from hpcjax.errors import HpcjaxError, LayoutError
+from hpcjax import contract, timeouts
+from hpcjax.errors import ConfigError, HpcjaxError, LayoutError
 from hpcjax.rank import compile_cache
 from hpcjax.rank.mapping import DistributedEnv, resolve
 from hpcjax.rank.rendezvous import RendezvousError, roll_call
 
-HPCJAX_INIT_TIMEOUT = "HPCJAX_INIT_TIMEOUT"  # seconds every rank waits for all others
-# Cold starts on a big cluster (container pull, imports from a shared filesystem)
-# take minutes; a rank that never arrives still ends in an error, not a hang.
-DEFAULT_INIT_TIMEOUT_S = 600
 CUDA_PLUGINS = ("jax_cuda12_plugin", "jax_cuda13_plugin")
 PROXY_VARS = ("http_proxy", "https_proxy", "all_proxy", "grpc_proxy")
 
@@ -74,25 +69,18 @@ def check_gpu_usable(denv: DistributedEnv, environ: MutableMapping[str, str] = o
 
 
 def init_timeout_s(environ: MutableMapping[str, str] = os.environ) -> int:
-    value = environ.get(HPCJAX_INIT_TIMEOUT, "")
-    if not value:
-        return DEFAULT_INIT_TIMEOUT_S
-    if not value.isdigit() or int(value) <= 0:
-        raise InitializeError(f"{HPCJAX_INIT_TIMEOUT}={value!r} is not a positive number of seconds",
-                              f"e.g. {HPCJAX_INIT_TIMEOUT}=900")
-    return int(value)
+    try:
+        return timeouts.init_timeout_s(environ)
+    except ConfigError as error:
+        raise InitializeError(error.message, error.hint) from None
 
 
 def heartbeat_timeout_s(environ: MutableMapping[str, str] = os.environ) -> int:
-    """How long a silent rank (frozen, stopped, its node gone) may go unheard before JAX's
-    coordination service ends the job, naming it."""
-    value = environ.get(HEARTBEAT_TIMEOUT_ENV, "")
-    if not value:
-        return DEFAULT_HEARTBEAT_TIMEOUT_S
-    if not value.isdigit() or int(value) < 2:
-        raise InitializeError(f"{HEARTBEAT_TIMEOUT_ENV}={value!r} is not a number of seconds of at least 2",
-                              f"e.g. {HEARTBEAT_TIMEOUT_ENV}=60 (the default)")
-    return int(value)
+    """How long a silent rank may go unheard (hpcjax.timeouts owns the rule)."""
+    try:
+        return timeouts.heartbeat_timeout_s(environ)
+    except ConfigError as error:
+        raise InitializeError(error.message, error.hint) from None
 
 
 def prepare_environment(denv: DistributedEnv, environ: MutableMapping[str, str] = os.environ) -> None:
@@ -113,7 +101,7 @@ def proxy_configured(environ: MutableMapping[str, str]) -> bool:
 
 
 def initialize_kwargs(denv: DistributedEnv, timeout_s: int, accepted: set[str],
-                      heartbeat_s: int = DEFAULT_HEARTBEAT_TIMEOUT_S) -> dict:
+                      heartbeat_s: int = timeouts.DEFAULT_HEARTBEAT_TIMEOUT_S) -> dict:
     """The keyword arguments for jax.distributed.initialize, only those this JAX accepts
     (initialization_timeout since 0.6, heartbeat since 0.7, shutdown since 0.8.1)."""
     kwargs = dict(coordinator_address=denv.coordinator_address, num_processes=denv.num_processes,

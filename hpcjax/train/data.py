@@ -42,10 +42,14 @@ def load_corpus(max_bytes: int, root: str | None = None) -> tuple[np.ndarray, np
         total += len(data)
         if total >= max_bytes:
             break
+    if (not train or not val) and total >= max_bytes:  # cut before a file fell to each split
+        raise UsageError(f"--corpus-bytes {max_bytes} is too small to hold both a training and a validation split "
+                         f"(one source file in {VALIDATION_EVERY} is held out)",
+                         "raise --corpus-bytes, e.g. --corpus-bytes 1048576 (the default is 4 MiB)")
     if not train or not val:
-        raise UsageError(f"too little Python source under {base} for a corpus",
+        raise UsageError(f"too little Python source under {base} for a corpus ({total} bytes)",
                          "the corpus is the Python standard library's source: use a Python installation that ships it "
-                         "(some minimal images strip it), or lower --corpus-bytes")
+                         "(some minimal images strip it), or lower --corpus-bytes below what it has")
     as_array = lambda parts: np.frombuffer(b"\n".join(parts), dtype=np.uint8)  # noqa: E731
     return as_array(train), as_array(val)
 
