@@ -156,6 +156,13 @@ def node_name(environ=os.environ) -> str:
     return next((environ[v] for v in NODE_NAME_VARS if environ.get(v)), socket.gethostname())
 
 
+def free_port() -> int:
+    """A port of this machine nobody listens on now (the local backend's coordinator)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
 def derived_port(job: int, step: int, restarts: int = 0) -> int:
     """The coordinator's port of a job's step in its attempt (restarts: SLURM_RESTART_COUNT)."""
     return PORT_BASE + PORT_STEPS * (job % PORT_JOBS) + (step + ATTEMPT_STRIDE * restarts) % PORT_STEPS
@@ -244,6 +251,17 @@ def rank_of_log(name: str, job_id: str) -> int | None:
     pattern = re.escape(RANK_LOG).replace("%j", re.escape(str(job_id))).replace("%t", r"(\d+)")
     match = re.fullmatch(pattern, name)
     return int(match.group(1)) if match else None
+
+
+def local_job_of(pid: int) -> str | None:
+    """The local backend's job a process is a rank of (from its environment), or None: a pid read
+    from a record is signalled only when it is one of that job's ranks."""
+    try:
+        environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    except OSError:  # gone, or not this user's
+        return None
+    found = [item.split(b"=", 1)[1] for item in environ if item.startswith(b"SUBMITIT_LOCAL_JOB_ID=")]
+    return found[0].decode(errors="replace") if found else None
 
 
 def local_node_name(rank: int, layout: Layout) -> str:

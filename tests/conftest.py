@@ -55,7 +55,7 @@ CLUSTER_GROUPS = {
 # two runs of one session. A value set before the session is kept.
 FAST_COMPILE_XLA_FLAGS = "--xla_backend_optimization_level=0 --xla_llvm_disable_expensive_passes=true"
 os.environ.setdefault("XLA_FLAGS", FAST_COMPILE_XLA_FLAGS)
-for helpers in (TESTS, TESTS / "api", TESTS / "train"):  # support, api_cases, straggler from any folder
+for helpers in (TESTS, TESTS / "api", TESTS / "train", TESTS / "seams"):  # support, api_cases, ... from any folder
     if str(helpers) not in sys.path:
         sys.path.insert(0, str(helpers))
 
@@ -81,7 +81,8 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.container)
         if fixtures & {"slurm_cluster", "shared_storage", "ssh_cluster"}:
             item.add_marker(pytest.mark.cluster)
-        if item.get_closest_marker("cluster") or item.get_closest_marker("container"):
+        if (item.get_closest_marker("cluster") or item.get_closest_marker("container")) and \
+                not item.get_closest_marker("xdist_group"):  # a test may choose its own (the seam matrix's cells)
             item.add_marker(pytest.mark.xdist_group(cluster_group(item.path.stem)))
         if not any(item.get_closest_marker(t) for t in TIERS[1:]):
             item.add_marker(pytest.mark.pure)

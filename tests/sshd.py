@@ -57,7 +57,7 @@ PrintMotd no
 MaxSessions 64
 MaxStartups 64
 LogLevel VERBOSE
-AcceptEnv HPCJAX_TEST_LOGIN_PATH XLA_FLAGS
+AcceptEnv HPCJAX_TEST_LOGIN_PATH XLA_FLAGS HPCJAX_PY_SPY
 """)
         # A login whose PATH lacks SLURM (the cluster user's ~/.profile honours the variable):
         # only a shell, as on a login node whose profile misses a site module.
@@ -83,7 +83,7 @@ Host {alias}
   UserKnownHostsFile {self.root}/known_hosts
   StrictHostKeyChecking yes
   BatchMode yes
-  SendEnv XLA_FLAGS
+  SendEnv XLA_FLAGS HPCJAX_PY_SPY
 """
 
     def add_alias(self, alias: str, *, port: int | None = None, key: Path | None = None,

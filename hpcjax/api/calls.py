@@ -146,7 +146,8 @@ def launch(function, arguments: list[tuple[tuple, dict]], scaling: ScalingConfig
                              "check the path (here, the cluster is this machine)")
         require_shared("Data", item.path, nodes, backend)
     fields = dict(container=in_place(scaling.spec.container, [str(storage)] + data),
-                  output_dir=str(storage / "logs"), job_name=job_name, after=after)
+                  output_dir=str(storage / "logs"), job_name=job_name, after=after,
+                  run_dir=(session or {}).get("run_dir"))
     if array:
         fields.update(array=len(arguments), array_parallel=max_parallel)
     element = folder.ARRAY_ELEMENT if array else "0"

@@ -81,7 +81,8 @@ def launch_on_cluster(function, arguments, scaling: ScalingConfig, cluster, *, s
         if not data.on_cluster:
             remote.check_links(Path(data.path), repr(data))
     element = folder.ARRAY_ELEMENT if array else "0"
-    fields = dict(output_dir=str(storage / "logs"), job_name=job_name, after=after)
+    fields = dict(output_dir=str(storage / "logs"), job_name=job_name, after=after,
+                  run_dir=(session or {}).get("run_dir"))
     if array:
         fields.update(array=len(arguments), array_parallel=max_parallel)
     # Checked as it will be submitted (the binds are the data's, known once uploaded).

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import signal
 import subprocess
 import sys
 from pathlib import Path, PurePosixPath
@@ -32,9 +33,11 @@ def fetch_run_dir(host, source: str, target: Path, checkpoints: str) -> tuple[in
     return ship.fetch(host, source, target, excludes=tuple(excludes))
 
 
-def fetch_target(args: argparse.Namespace, target: Path | None, checkpoints: str) -> tuple[Path, str]:
+def fetch_target(args: argparse.Namespace, target: Path | None, checkpoints: str,
+                 run_dir_needed: bool = False) -> tuple[Path, str]:
     """Copy what TARGET names (a job id: its logs and its run directory; else a run directory
-    of the cluster) below target; (where the run directory landed or the logs, summary)."""
+    of the cluster) below target; (where the run directory landed or the logs, summary).
+    run_dir_needed: a job without a run directory is refused before anything is copied."""
     from hpcjax.launch import attach
 
     cluster = cluster_from_args(args)
@@ -42,9 +45,17 @@ def fetch_target(args: argparse.Namespace, target: Path | None, checkpoints: str
         from hpcjax.hosts import ship
 
         run = attach(args.target, cluster)
+        if run_dir_needed and not getattr(run, "run_dir", None):
+            raise UsageError(f"job {run.job_id} names no run directory: its command has no --run-dir (and it is "
+                             "not a Trainer run), so there is nothing to report",
+                             f"its logs: `hpcjax logs {run.job_id}`; a report is of a training run "
+                             "(hpcjax train --run-dir DIR, or a Trainer's storage_path/name)")
         where = target or Path(f"hpcjax-job-{run.job_id}")
         names = [p.name for p in run.rank_logs().values()]
         names += [n for n in run.files.list_names(str(run.log_dir)) if run.job_id in n and n not in names]
+        if not names and not getattr(run, "run_dir", None):
+            raise HpcjaxError(f"job {run.job_id} has nothing to fetch: no logs in {run.log_dir} and no run directory",
+                              f"it may never have started: `hpcjax status {run.job_id}` says how it ended")
         files, size = ship.fetch(run.host, str(run.log_dir), where / "logs", files=names)
         said = f"{files} log file(s) of job {run.job_id} into {where / 'logs'}"
         run_dir = getattr(run, "run_dir", None)
@@ -108,17 +119,23 @@ def cmd_tunnel(args: argparse.Namespace, command: list[str]) -> int:
     if opened.returncode != 0:
         raise HpcjaxError(f"cannot forward port {local} to {node}:{args.port}: {opened.stderr.strip()}",
                           "the local port may be taken: pass --local-port")
-    print(f"forwarding http://127.0.0.1:{local}/ to {node}:{args.port} of job {run.job_id} "
-          f"through {run.host.destination}; Ctrl-C stops the tunnel (not the job)", file=sys.stderr)
-    print(f"http://127.0.0.1:{local}/", flush=True)
+    previous = signal.signal(signal.SIGTERM, _stop)  # `kill` ends the tunnel as Ctrl-C does: never left open
     try:
+        print(f"forwarding http://127.0.0.1:{local}/ to {node}:{args.port} of job {run.job_id} "
+              f"through {run.host.destination}; Ctrl-C stops the tunnel (not the job)", file=sys.stderr)
+        print(f"http://127.0.0.1:{local}/", flush=True)
         run.wait(progress=False)  # the tunnel lasts as long as the job
         print(f"job {run.job_id} ended: tunnel closed", file=sys.stderr)
     except KeyboardInterrupt:
         print("\ntunnel closed; the job keeps running", file=sys.stderr)
     finally:
         subprocess.run(run.host.ssh("-O", "cancel", "-L", forward, run.host.destination), capture_output=True)
+        signal.signal(signal.SIGTERM, previous)
     return 0
+
+
+def _stop(signum, frame):
+    raise KeyboardInterrupt
 
 
 def add_fetch_verbs(sub) -> None:

@@ -60,7 +60,7 @@ def _fetched(args: argparse.Namespace) -> Path | None:
     if cluster_from_args(args) is None and not args.run_dir.replace("_", "").isdigit():
         return None
     args.target = args.run_dir
-    landed, said = fetch_target(args, Path(args.to) if args.to else None, "none")
+    landed, said = fetch_target(args, Path(args.to) if args.to else None, "none", run_dir_needed=True)
     print(f"fetched {said}", file=sys.stderr)
     return landed
 

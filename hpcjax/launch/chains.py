@@ -42,14 +42,17 @@ def local_state(job: str, started_here) -> str:
     return (run or attach(job)).state()
 
 
-def unmet(after, started_here, waiting=lambda text: None) -> str:
-    """Wait until every dependency has ended; '' when each ended as asked, else why not."""
+def unmet(after, started_here, waiting=lambda text: None, cancelled=lambda: False) -> str:
+    """Wait until every dependency has ended; '' when each ended as asked, else why not (or
+    when `cancelled()` says the waiting job was cancelled meanwhile)."""
     from hpcjax.launch import attach
 
     for job, when in after:
         waiting(f"job {job} (--after {job}:{when})")
         dependency = started_here(job) or attach(job)  # another process's job: by its record
         while (state := dependency.state()) not in FINISHED_STATES:
+            if cancelled():
+                return "cancelled while it waited to start"
             time.sleep(POLL_S)
         if when == "ok" and state != "COMPLETED":
             return f"not started: job {job} {state.lower()} (--after {job}:{when})"
@@ -59,7 +62,7 @@ def unmet(after, started_here, waiting=lambda text: None) -> str:
 def start_after(run, started_here) -> None:
     """Start a LocalRun once every --after job has ended as asked; else end it CANCELLED, saying why.
     `started_here(job_id)`: the Run of a job this process started (which polls its own ranks)."""
-    why = unmet(run.spec.after, started_here, lambda text: setattr(run, "waiting_for", text))
+    why = unmet(run.spec.after, started_here, lambda text: setattr(run, "waiting_for", text), run.cancelled_elsewhere)
     if why:
         run.end_unstarted("CANCELLED", why)
         return

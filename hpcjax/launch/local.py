@@ -16,7 +16,6 @@ import atexit
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import threading
 import time
@@ -36,12 +35,6 @@ STOP_GRACE_S = 5.0
 # instead of these local processes.
 DROPPED_PREFIXES = ("SLURM_", "SLURMD_", "SUBMITIT_", "JAX_COORDINATOR", "JAX_PROCESS_ID", "JAX_NUM_PROCESSES",
                     "JAX_LOCAL_DEVICE_IDS")
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def check_local_spec(spec: JobSpec) -> None:
@@ -153,8 +146,10 @@ class LocalRun(Run):
     @classmethod
     def attach(cls, job_id: str, record: dict) -> "LocalRun":
         """A local job from its record: followed by the process that started it."""
-        return cls(job_id, None, log_dir=Path(record["output_dir"]),
-                   layout=contract.Layout.from_dict(record["layout"]), record=record)
+        run = cls(job_id, None, log_dir=Path(record["output_dir"]),
+                  layout=contract.Layout.from_dict(record["layout"]), record=record)
+        run.run_dir = record.get("run_dir")
+        return run
 
     def save_record(self, state: str) -> None:
         """The job's record and its row in the catalog of runs (launch.runs)."""
@@ -169,8 +164,11 @@ class LocalRun(Run):
         with self.lock:
             if self.started is not None or self.final:
                 return
+            if self.cancelled_elsewhere():
+                self.end_unstarted("CANCELLED", "cancelled while it waited to start")
+                return
             self.log_dir.mkdir(parents=True, exist_ok=True)
-            port = free_port()
+            port = contract.free_port()
             say(f"local job {self.job_id}: {self.layout.described} (emulated) on this machine; "
                 f"logs in {self.log_dir}/")
             self.started = time.monotonic()
@@ -186,6 +184,10 @@ class LocalRun(Run):
             self.started_at = time.time()
             self.save_record("RUNNING")
             _started_here.append(self)
+
+    def cancelled_elsewhere(self) -> bool:
+        """`hpcjax cancel` from another process marks the record: the process that follows the job acts."""
+        return bool((records.load(self.job_id) or {}).get("cancelled"))
 
     def end_unstarted(self, state: str, why: str) -> None:
         """End a job that did not start (CANCELLED: a dependency did not end as asked; FAILED: its
@@ -246,21 +248,18 @@ class LocalRun(Run):
                 proc.wait()
 
     def cancel(self) -> None:
+        if self.record is not None and self.record.get("state") not in ("RUNNING", "PENDING"):
+            raise HpcjaxError(f"local job {self.job_id} has already ended ({self.record.get('state')}); "
+                              "nothing to cancel", f"see `hpcjax status {self.job_id}`")
+        records.update(self.job_id, cancelled=True)  # another process follows it: that one reports it
         if self.record is None:
             with self.lock:
-                records.update(self.job_id, cancelled=True)
                 self.stop_all()
                 self.final = self._end("CANCELLED")
             return
-        if self.record.get("state") not in ("RUNNING", "PENDING"):
-            raise HpcjaxError(f"local job {self.job_id} has already ended ({self.record.get('state')}); "
-                              "nothing to cancel", f"see `hpcjax status {self.job_id}`")
-        records.update(self.job_id, cancelled=True)  # the process that follows the job reports it
-        for pid in self.record.get("pids", []):
-            try:
+        for pid in self.record.get("pids", []):  # a record names them: only this job's ranks are signalled
+            if isinstance(pid, int) and contract.local_job_of(pid) == self.job_id.split("_")[0]:
                 os.kill(pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
 
     def hosts(self) -> dict[int, str]:
         return {rank: contract.local_node_name(rank, self.layout) for rank in range(self.num_ranks)}

@@ -45,7 +45,8 @@ def submit_array(spec: JobSpec, announce=None) -> list[LocalRun]:
 def schedule(runs: list[LocalRun], slots: int) -> None:
     """Start the elements in order, keeping at most `slots` running; follow them to their end.
     With --after, none starts before the dependencies have ended as asked, and none ever when one did not."""
-    why = chains.unmet(runs[0].spec.after, started_here, lambda text: [setattr(r, "waiting_for", text) for r in runs])
+    why = chains.unmet(runs[0].spec.after, started_here, lambda text: [setattr(r, "waiting_for", text) for r in runs],
+                       lambda: all(r.cancelled_elsewhere() for r in runs))
     if why:
         for run in runs:
             run.end_unstarted("CANCELLED", why)
@@ -54,9 +55,7 @@ def schedule(runs: list[LocalRun], slots: int) -> None:
     while waiting or running:
         while waiting and len(running) < slots:
             run = waiting.pop(0)
-            if (records.load(run.job_id) or {}).get("cancelled"):  # `hpcjax cancel` from another process
-                run.cancel()
-            try:
+            try:  # one cancelled by `hpcjax cancel` from another process ends without starting
                 run.start()
             except Exception as error:  # the caller's wait sees a failed element that says why
                 run.end_unstarted("FAILED", f"the job's processes could not be started: {error}")

@@ -62,6 +62,7 @@ class Run:
         self.job_id, self.num_ranks = str(job_id), num_ranks
         self.files = self.host.files
         self._outcome: Outcome | None = None
+        self.run_dir: str | None = None  # the run directory it keeps its run in, where known (fetch, report)
 
     # --- what each backend provides -------------------------------------------------
     def poll(self) -> tuple[str, str]:

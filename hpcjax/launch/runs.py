@@ -50,10 +50,16 @@ def submission(spec, element: int | None = None, array_job: str = "", **extra) -
         fields.update(sweep=array_job, sweep_values=dict(spec.sweep[element]))
     if spec.after:
         fields["after"] = [f"{job}:{when}" for job, when in spec.after]
-    named = run_dir_argument(command)
+    named = run_dir_of(spec, command)
     if named:  # where its metrics are (a job run here; the SLURM backend names it for the cluster)
         fields["run_dir"] = str(Path.cwd() / named)
     return {**fields, **extra}
+
+
+def run_dir_of(spec, command) -> str | None:
+    """The run directory a job keeps its run in: what its command names (--run-dir), else what
+    its submitter said (a Trainer run's); as given, relative to the job's working directory."""
+    return run_dir_argument(command) or spec.run_dir
 
 
 def record(key: str, fields: dict) -> None:

@@ -14,13 +14,12 @@ import shutil
 import time
 from pathlib import Path
 
-from hpcjax.rundir import run_dir_argument
 from hpcjax.contract import DEFAULT_OUTPUT_DIR, Layout, batch_log_path, rank_log_path
 from hpcjax.errors import SlurmNotFound, SubmitError
 from hpcjax.containers import binds
 from hpcjax.catalog import records
 from hpcjax.launch import chains, profiles, slurmctl
-from hpcjax.launch.runs import record as record_run, submission
+from hpcjax.launch.runs import record as record_run, run_dir_of, submission
 from hpcjax.launch.jobstatus import JobStatus
 from hpcjax.hosts.cluster import Cluster
 from hpcjax.launch.outcome import Outcome, analyze, last_attempt, srun_events, tail_lines
@@ -112,7 +111,7 @@ def _record(spec: JobSpec, elements: list[int | None], job_id: str, log_dir: str
     for run, element in zip(runs, elements):
         record = {"backend": "slurm", "output_dir": log_dir, "layout": spec.layout.as_dict(), "workdir": workdir,
                   **submission(spec, element, job_id)}
-        named = run_dir_argument(record["command"])
+        named = run_dir_of(spec, record["command"])
         if named:  # what `hpcjax fetch JOBID` brings back besides the logs (a kept one: where it is kept)
             record["run_dir"] = run.run_dir = (run_dirs or {}).get(named) or (
                 named if named.startswith("/") else f"{workdir}/{named}")
@@ -157,7 +156,6 @@ class SlurmRun(Run):
         self.slurm = slurmctl.slurm_on(self.host)
         self.slurm.watcher.follow(self.job_id)  # polled with every other job this process follows
         self._status: JobStatus | None = None
-        self.run_dir: str | None = None  # the run directory its command names (--run-dir), where known
 
     def catalog_key(self) -> str:
         return records.key(self.job_id, self.cluster.destination)

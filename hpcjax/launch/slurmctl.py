@@ -166,6 +166,14 @@ class Slurm:
         per_node = -(-num_ranks // len(hosts))
         return {rank: hosts[min(rank // per_node, len(hosts) - 1)] for rank in range(num_ranks)}
 
+    def own_id(self, job_id: str) -> str:
+        """A job's own number: an array element's (A_i) is another number, which srun --jobid and the
+        element's ranks (SLURM_JOB_ID) know it by."""
+        if "_" not in job_id:
+            return job_id
+        found = self.run(["squeue", "-h", "-j", job_id, "-o", "%A"]).split()
+        return found[0] if found else job_id
+
     def config_value(self, name: str) -> str | None:
         """A value of the controller's configuration (`scontrol show config`), asked once per host."""
         if self._config is None:

@@ -166,6 +166,7 @@ class JobSpec:
     array_commands: tuple[tuple[str, ...], ...] = ()  # a sweep: each element's own command
     sweep: tuple[tuple[tuple[str, str], ...], ...] = ()  # a sweep: each element's (name, value)s, for the catalog
     after: tuple[tuple[str, str], ...] = ()  # (job id, "ok" or "any"): start when those end so
+    run_dir: str | None = None  # where the program keeps its run, when its command names none (a Trainer's)
 
     def __post_init__(self) -> None:
         if isinstance(self.command, str):  # tuple("python x.py") would be its letters

@@ -34,13 +34,15 @@ def take(run, native: bool = False) -> tuple[list[dict], float]:
         from hpcjax.hosts import ship
 
         python, package = run.cluster.python, ship.ship_hpcjax(run.host, run.cluster.home())[0]
-    node_side = [python, "-m", "hpcjax.rank.stacks", run.job_id] + (["--native"] if native else [])
     env = f"PYTHONPATH={package}"
     if run.backend == "local":
+        node_side = [python, "-m", "hpcjax.rank.stacks", run.job_id] + (["--native"] if native else [])
         done = run.host.run(["env", env, *node_side], timeout=120)
     else:
+        job = run.slurm.own_id(run.job_id)  # an array element's own number: srun and its ranks know that one
+        node_side = [python, "-m", "hpcjax.rank.stacks", job] + (["--native"] if native else [])
         nodes = run.slurm.run(["scontrol", "show", "hostnames", run.status().nodelist]).split()
-        done = run.host.run(["srun", "--overlap", f"--jobid={run.job_id}", f"--nodes={len(nodes)}",
+        done = run.host.run(["srun", "--overlap", f"--jobid={job}", f"--nodes={len(nodes)}",
                              f"--ntasks={len(nodes)}", "--ntasks-per-node=1", "--quiet", f"--export=ALL,{env}",
                              *node_side], timeout=120)
     entries, broken = jsonlines.unframe(done.stdout)

@@ -30,7 +30,10 @@ import hashlib
 import json
 import os
 import pickle
+import re
 from pathlib import Path
+
+from hpcjax.errors import UsageError
 
 FORMAT = 2  # of the file; part of the key
 # JAX settings that change what a program compiles to (read when present in this version)
@@ -201,6 +204,7 @@ def compiled(jitted, *args, name: str = "step"):
 
     from hpcjax.rank import compile_cache
 
+    check_program(jitted, name)
     begun = time.monotonic()
     stats = compile_cache.stats()
     traced = jitted.trace(*args)
@@ -215,6 +219,20 @@ def compiled(jitted, *args, name: str = "step"):
             build=lambda: traced.lower().compile())
     started.append({"program": name, "s": time.monotonic() - begun, "how": how})
     return result
+
+
+PROGRAM_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+
+
+def check_program(jitted, name: str) -> None:
+    """What `compiled` is given: a jitted function (it is traced and lowered), and a plain name
+    (it names a directory under the cache: a path would be written outside it)."""
+    if not callable(getattr(jitted, "trace", None)):
+        raise UsageError(f"hpcjax.compiled takes a jitted function, got {type(jitted).__name__}: {jitted!r}",
+                         "wrap it first: hpcjax.compiled(jax.jit(train_step), state, batch)")
+    if not isinstance(name, str) or not PROGRAM_NAME.fullmatch(name) or ".." in name:
+        raise UsageError(f"hpcjax.compiled(..., name={name!r}): a program's name is a plain name, not a path",
+                         "letters, digits, '.', '_' and '-' (at most 64), e.g. name='train_step'")
 
 
 def _bytes_of(constant) -> bytes:

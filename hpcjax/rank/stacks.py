@@ -28,7 +28,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from hpcjax import jsonlines
+from hpcjax import contract, jsonlines
 
 PY_SPY_ENV = "HPCJAX_PY_SPY"  # the py-spy binary, when it is not on PATH nor beside this Python
 PTRACE_HINT = ("py-spy reads a process with ptrace: run `hpcjax stacks` as the job's user; where "
@@ -68,8 +68,8 @@ def rank_processes(job_id: str, own_step: str | None) -> dict[int, list[int]]:
         if not entry.name.isdigit() or int(entry.name) == os.getpid():
             continue
         env = environ_of(int(entry.name))
-        if env.get("SLURM_JOB_ID") != job_id or not env.get("SLURM_PROCID", "").isdigit():
-            continue
+        if job_id not in (env.get("SLURM_JOB_ID"), contract.job_key(env)) or not env.get("SLURM_PROCID", "").isdigit():
+            continue  # not a rank of this job (an array element is named A_i, as its logs are)
         if node and env.get("SLURMD_NODENAME", node) != node:
             continue
         step = env.get("SLURM_STEP_ID")

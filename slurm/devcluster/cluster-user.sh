@@ -37,6 +37,12 @@ if [[ ! -x $venv/bin/python ]] || ! "$venv/bin/python" -c "import jax, optax, or
     "$venv/bin/python" -m pip show -q "$package" >/dev/null 2>&1 || die "the cluster Python lacks $package"
   done
 fi
+# py-spy, as a site would install it for `hpcjax stacks` (the nodes need it; hpcjax does not ship it).
+if [[ ! -x $venv/bin/py-spy ]]; then
+  pin=$(python3 -m pip list --format=freeze 2>/dev/null | grep -iE '^py-spy==' || echo py-spy)
+  "$venv/bin/python" -m pip install -q --disable-pip-version-check "$pin" >>"$DIR/log/cluster-python.log" 2>&1 \
+    || { tail -n 20 "$DIR/log/cluster-python.log" >&2; die "pip failed (py-spy)"; }
+fi
 chmod -R a+rX "$venv"
 
 # A login shell (`bash -lc`, as hpcjax runs every command there) reads ~/.profile.

@@ -107,3 +107,23 @@ def test_logs_into_a_closed_pipe_ends_quietly(tmp_path):
     piped = subprocess.run(f"{sys.executable} -m hpcjax logs {job} | head -1", shell=True, cwd=tmp_path, env=env,
                            capture_output=True, text=True, timeout=120)
     assert piped.stdout == "[rank 0 local0] 0\n" and piped.stderr == "", piped.stderr
+
+
+@pytest.mark.parametrize("function, name, words", [
+    (lambda x: x, "step", "takes a jitted function, got function"),
+    (None, "../../outside", "a program's name is a plain name, not a path"),
+    (None, "/tmp/abs", "not a path"),
+    (None, "", "not a path"),
+])
+def test_hpcjax_compiled_refuses_what_it_cannot_key_before_it_writes(tmp_path, monkeypatch, function, name, words):
+    """A name that was a path wrote outside the cache; a plain function gave a traceback from deep inside."""
+    from hpcjax.rank import executables
+
+    class Jitted:  # stands for jax.jit(f): only its .trace would be called, after the checks
+        def trace(self, *args):
+            raise AssertionError("traced before the checks")
+
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(UsageError, match=words.replace("(", r"\(")):
+        executables.compiled(function or Jitted(), 1, name=name)
+    assert list(tmp_path.iterdir()) == []

@@ -278,9 +278,9 @@ def test_tunnel_forwards_a_port_of_the_jobs_node_to_the_laptop(laptop, ssh_clust
             except OSError:
                 time.sleep(1)
         assert body == "served from the node\n"
-        # hpcjax stacks from the laptop reaches the node through the login node; the cluster user's
-        # Python has no py-spy here (nothing is installed for it), which must be said, not crash
-        looked = run_hpcjax("stacks", job, cwd=laptop)
+        # hpcjax stacks from the laptop reaches the node through the login node; py-spy missing
+        # there (HPCJAX_PY_SPY naming nothing, sent with the login) must be said, not crash
+        looked = run_hpcjax("stacks", job, cwd=laptop, env={"HPCJAX_PY_SPY": "/nonexistent/py-spy"})
         assert looked.returncode == 1 and "py-spy is not installed on node1" in looked.stdout + looked.stderr, \
             looked.stdout + looked.stderr
         assert "hint: pip install py-spy" in looked.stdout + looked.stderr
@@ -288,6 +288,34 @@ def test_tunnel_forwards_a_port_of_the_jobs_node_to_the_laptop(laptop, ssh_clust
         run_hpcjax("cancel", job, cwd=laptop)
     _, said = tunnel.communicate(timeout=120)
     assert f"job {job} ended: tunnel closed" in said, said
+    assert_closed_on_sigterm(laptop, where, ssh_cluster)
+
+
+def assert_closed_on_sigterm(laptop, where, ssh_cluster) -> None:
+    """`kill` of a tunnel (SIGTERM) closes the forward too: it was left forwarding (issue 34)."""
+    import socket
+
+    from sshd import free_port
+
+    port, local = free_port(), free_port()
+    served = run_hpcjax("submit", *where, "--", "python3", "-m", "http.server", str(port), cwd=laptop / "site")
+    job = served.stdout.strip()
+    try:
+        deadline = time.monotonic() + 300
+        while json.loads(run_hpcjax("status", job, "--json", cwd=laptop).stdout)["state"] != "RUNNING":
+            assert time.monotonic() < deadline, "the job did not start"
+            time.sleep(1)
+        tunnel = subprocess.Popen([sys.executable, "-m", "hpcjax", "tunnel", job, str(port), "--local-port",
+                                   str(local)], cwd=laptop, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        assert tunnel.stdout.readline().strip() == f"http://127.0.0.1:{local}/"
+        socket.create_connection(("127.0.0.1", local), timeout=5).close()  # forwarding
+        tunnel.terminate()
+        _, said = tunnel.communicate(timeout=60)
+        assert "tunnel closed; the job keeps running" in said, said
+        with pytest.raises(OSError):
+            socket.create_connection(("127.0.0.1", local), timeout=5).close()
+    finally:
+        run_hpcjax("cancel", job, cwd=laptop)
 
 
 def test_upload_sends_data_once_links_it_where_the_job_looks_and_render_shows_the_clusters_paths(

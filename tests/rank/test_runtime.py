@@ -10,7 +10,7 @@ from hpcjax.contract import format_bytes
 from hpcjax.rank.checks import bus_bandwidth
 from hpcjax.cli.options import parse_sizes
 from hpcjax.errors import UsageError
-from hpcjax.launch.local import free_port
+from hpcjax.contract import free_port
 from hpcjax.rank.mapping import DistributedEnv
 from hpcjax.rank.rendezvous import RendezvousError, check_in, gather, roll_call
 from hpcjax.rank.runtime import (InitializeError, heartbeat_timeout_s, init_timeout_s, initialize_kwargs,
