@@ -24,6 +24,7 @@ in the modules beside this file (support, api/api_cases, train/straggler).
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -181,7 +182,9 @@ def laptop(tmp_path, monkeypatch, hpcjax_home):
 def shared_storage(request, slurm_cluster):
     """A directory both dev-cluster nodes see, outside /tmp (which hpcjax refuses as
     storage for a multi-node job: on a real cluster it is each node's own)."""
-    where = DEVCLUSTER_CONF.parent.parent / "storage" / f"{request.node.name[:60]}-{os.getpid()}"
+    # a plain name: brackets of a parametrized test's id would reach Orbax (see test_train_config.py)
+    plain = re.sub(r"[^A-Za-z0-9_.-]", "_", request.node.name[:60])
+    where = DEVCLUSTER_CONF.parent.parent / "storage" / f"{plain}-{os.getpid()}"
     shutil.rmtree(where, ignore_errors=True)
     where.mkdir(parents=True)
     yield where

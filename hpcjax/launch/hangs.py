@@ -66,10 +66,12 @@ def judge(entries: list[dict], ranks: int, marker: dict) -> Hang:
         behind = ", ".join(f"rank {r} at step {steps[r]}" for r in held_by)
         why = (f"did not reach step {top}, which rank(s) {stacks.ranges(sorted(r for r in steps if steps[r] == top))} "
                f"reached ({behind})")
-    elif len(found) > 1 and len(found[0][0]) < len(found[-1][0]):
-        held_by = tuple(found[0][0])
+    elif len(found) > 1 and (len(found[0][0]) < len(found[-1][0]) or _outside_jax(found)):
+        odd = _outside_jax(found) if len(found[0][0]) == len(found[-1][0]) else [found[0]]
+        held_by = tuple(sorted(r for ranks, _ in odd for r in ranks))
+        waiting = next(g for g in reversed(found) if g not in odd)
         why = (f"stuck elsewhere than the others, which wait in "
-               f"{stacks.summary(found[-1][1][0][1]) if found[-1][1] else 'the same place'}")
+               f"{stacks.summary(waiting[1][0][1]) if waiting[1] else 'the same place'}")
     elif silent:
         held_by, why = silent, "did not answer the hang watch, while the others did"
     elif entries and not any(at_module_level(e) for e in entries):
@@ -81,6 +83,17 @@ def judge(entries: list[dict], ranks: int, marker: dict) -> Hang:
     seen_by = (f"rank {marker.get('rank')} on {marker.get('host', '?')} saw no progress for "
                f"{seen.get('idle_s', '?')} s (timeout {seen.get('timeout_s', '?')} s)")
     return Hang(tuple(sorted(entries, key=lambda e: e["rank"])), silent, held_by, why, seen_by)
+
+
+def _outside_jax(found: list) -> list:
+    """The stack groups not inside JAX, when the others all are: as many ranks wait in a collective
+    (in JAX) as hold them up (two ranks: one each), the ones elsewhere are the holders."""
+    def in_jax(signature) -> bool:
+        return any(part in ("jax", "jaxlib") for _, frames in signature for frame in frames
+                   for part in frame[1].split("/")[:-1])
+
+    outside = [g for g in found if not in_jax(g[1])]
+    return outside if outside and len(outside) < len(found) else []
 
 
 def at_module_level(entry: dict) -> bool:

@@ -10,6 +10,7 @@ checks that need the mesh (does the batch split over the data axis?) are in
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 
 from hpcjax.contract import COMPILE_CACHE_ENV, DEFAULT_RUN_DIR
@@ -116,6 +117,13 @@ class TrainConfig:
         if not isinstance(self.run_dir, str) or not self.run_dir:
             raise ConfigError(f"run_dir must be a non-empty path, got {self.run_dir!r}",
                               "--run-dir on shared storage, e.g. /shared/runs/lm1")
+        where = os.path.abspath(self.run_dir)
+        if self.checkpoint_every and re.search(r"\[[^/]*\]", where):
+            # Orbax (through etils' epath) globs inside the checkpoint's directory with the directory in the
+            # pattern: under "a[b]c" it finds none of its own files, and a restore fails NOT_FOUND.
+            raise ConfigError(f"run_dir {where!r} has a [...] in its path: Orbax saves checkpoints there but cannot "
+                              "restore them (it reads the brackets as a glob pattern)",
+                              "give --run-dir a path without [ and ], or --checkpoint-every 0 (no checkpoints)")
         if not isinstance(self.compile_cache, str) or not self.compile_cache:
             raise ConfigError(f"compile_cache must be auto, off or a directory, got {self.compile_cache!r}",
                               "--compile-cache auto (under the run directory), off, or a shared directory")

@@ -103,3 +103,24 @@ def test_ranks_that_stopped_sending_heartbeats_are_blamed_over_the_ranks_that_ab
     assert [(f.rank, f.host) for f in outcome.failed] == [(2, "node1")]
     assert outcome.stopped == (0, 1, 3) and outcome.stopped_by == "JAX's coordination service"
     assert outcome.causes[0].cause == "frozen rank"
+
+
+def _hang_entry(rank: int, step: int, *frames: tuple[str, str]) -> dict:
+    return {"rank": rank, "host": f"node{rank + 1}", "step": step, "threads": [
+        {"thread_name": "MainThread", "frames": [{"name": n, "short_filename": f, "line": 1} for n, f in frames]}]}
+
+
+def test_of_two_ranks_the_one_outside_jax_held_the_one_waiting_in_a_collective():
+    """Two ranks at the same step, stacks of one each: no majority, so the rank that is not inside JAX
+    (stuck in its own code) is the one the other waits for in the collective (the seam matrix's cell
+    trainer-slurm-hang_short: it said "every rank stopped at the same place")."""
+    from hpcjax.launch import hangs
+
+    waiting = _hang_entry(0, 6, ("_handle_array_process_allgather", "jax/experimental/multihost_utils.py"),
+                          ("loop", "probe.py"))
+    holding = _hang_entry(1, 6, ("wait_for_data_that_never_comes", "probe.py"), ("loop", "probe.py"),
+                          ("run_train_loop", "hpcjax/api/worker.py"))  # hpcjax's frames are not JAX's
+    hang = hangs.judge([waiting, holding], 2, {"rank": 0, "host": "node1"})
+    assert hang.held_by == (1,) and "stuck elsewhere than the others, which wait in _handle_array" in hang.why
+    both_in_jax = _hang_entry(1, 6, ("block_until_ready", "jax/_src/array.py"))
+    assert hangs.judge([waiting, both_in_jax], 2, {"rank": 0}).held_by == ()

@@ -179,7 +179,8 @@ def observe(t, started: Started, expected: str, said: str) -> dict:
     """status, logs, the catalog, fetch and report, each as the user types it. Returns status --json."""
     job = started.job
     status = t.hpcjax("status", job)
-    assert status.returncode == 0 and expected in status.stdout, (status.stdout, status.stderr, said[-3000:])
+    assert status.returncode == 0 and expected in status.stdout, \
+        (status.stdout, status.stderr, said[-3000:], t.hpcjax("logs", job, "--tail", "40").stdout)
     ended = json.loads(t.hpcjax("status", job, "--json").stdout)
     assert ended["state"] == expected, (ended, said[-3000:])
     never_ran = started.others and expected == "CANCELLED"  # a chain's link cancelled while it waited

@@ -31,6 +31,10 @@ BAD = [
     (dict(profile_server=70000), "profile_server=70000 is not a TCP port", "1..65535"),
     (dict(profile_server=0), "profile_server must be an integer >= 1", "--profile-server"),
     (dict(compile_cache=""), "compile_cache must be auto, off or a directory", "--compile-cache"),
+    # found by the seam matrix: a pytest directory named test_seam[train-slurm-requeue] held checkpoints
+    # Orbax wrote but could not restore (its glob reads the brackets), so a requeued run failed
+    (dict(run_dir="/shared/exp[3]/run"), "has a [...] in its path: Orbax saves checkpoints there but cannot "
+                                         "restore them", "--checkpoint-every 0"),
 ]
 
 
