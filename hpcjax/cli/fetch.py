@@ -61,7 +61,11 @@ def fetch_target(args: argparse.Namespace, target: Path | None, checkpoints: str
         run_dir = getattr(run, "run_dir", None)
         if not run_dir:
             return where / "logs", said + " (its command names no --run-dir)"
-        landed = where / PurePosixPath(run_dir).name
+        name = PurePosixPath(run_dir).name
+        if name in ("", ".", ".."):  # a record names it: never a place above the target
+            raise UsageError(f"job {run.job_id}'s run directory {run_dir!r} has no name to fetch it under",
+                             "fetch it by its path instead: hpcjax fetch PATH --to DIR")
+        landed = where / name
         more, more_size = fetch_run_dir(run.host, run_dir, landed, checkpoints)
         return landed, said + f"; run directory {run_dir}: {more} file(s), {(size + more_size) / 1e6:.1f} MB sent"
     from hpcjax.hosts.cluster import Cluster

@@ -68,6 +68,13 @@ class LocalFiles:
         data = self.read_bytes(path)
         return None if data is None else data.decode(errors="replace")
 
+    def read_own_bytes(self, path: str) -> bytes | None:
+        """The file's bytes if this user owns it (a pickle another user wrote is never loaded), else None."""
+        try:
+            return self.read_bytes(path) if Path(path).stat().st_uid == os.getuid() else None
+        except OSError:
+            return None
+
     def list_names(self, directory: str) -> list[str]:
         try:
             return sorted(os.listdir(directory))
@@ -142,6 +149,11 @@ class RemoteFiles:
 
     def read_bytes(self, path: str) -> bytes | None:
         done = self._sh('[ -f "$1" ] && cat -- "$1"', path)
+        return done.stdout if done.returncode == 0 else None
+
+    def read_own_bytes(self, path: str) -> bytes | None:
+        """The file's bytes if the login's user owns it there (`test -O`), else None."""
+        done = self._sh('[ -f "$1" ] && [ -O "$1" ] && cat -- "$1"', path)
         return done.stdout if done.returncode == 0 else None
 
     def read_text(self, path: str) -> str | None:

@@ -73,3 +73,35 @@ def test_a_cluster_named_through_a_profile_remembers_the_profile(tmp_path):
     assert profiles.cluster_named("me@login", profile_file=profile_file).profile is None
     with pytest.raises(UsageError, match="names no cluster"):
         profiles.cluster_named("", profile_file=profile_file)
+
+
+def test_a_result_pickle_another_user_wrote_is_never_loaded(tmp_path):
+    """A call's results are pickles (code): one in a shared storage_path that another user wrote is
+    not unpickled; the caller gets the job's report instead of that user's code running."""
+    import os
+    import pickle
+    import pwd
+
+    from hpcjax.api import folder
+    from hpcjax.api.calls import RemoteError, read_result
+    from hpcjax.hosts.files import LocalFiles
+    from hpcjax.launch.outcome import Outcome
+
+    folder.element_dir(tmp_path, 0).mkdir(parents=True)
+    planted = folder.result_path(tmp_path, 0, 0)
+    planted.write_bytes(pickle.dumps(("success", "from someone else")))
+    assert LocalFiles().read_own_bytes(str(planted)) is not None
+    nobody = pwd.getpwnam("nobody")
+    os.chown(planted, nobody.pw_uid, nobody.pw_gid)
+    assert LocalFiles().read_own_bytes(str(planted)) is None
+    with pytest.raises(RemoteError):
+        read_result(tmp_path, 0, Outcome(job_id="9", state="COMPLETED", exit_code=0), LocalFiles())
+
+
+def test_fetch_never_lands_a_run_above_its_target(tmp_path, hpcjax_home, monkeypatch):
+    """A record (on the cluster: anyone who can write there) naming a run directory '/x/..'."""
+    from conftest import run_hpcjax
+
+    records.save("55", record(run_dir="/x/..", output_dir=str(tmp_path)))
+    done = run_hpcjax("fetch", "55", "--to", str(tmp_path / "back"), cwd=tmp_path, env={"HPCJAX_HOME": str(hpcjax_home)})
+    assert done.returncode == 2 and "has no name to fetch it under" in done.stderr, done.stderr

@@ -31,6 +31,7 @@ class Started:
     others: list = field(default_factory=list)  # (release path) of jobs the cell waits on (a chain's first)
     said: list = field(default_factory=list)  # the starter's stderr lines read so far
     others_released: bool = False
+    pending: bool = False  # a cancel comes while it waits to start (it never runs)
 
     def finish(self, timeout: float = 900) -> tuple[int, str, str]:
         out, err = self.process.communicate(timeout=timeout)
@@ -85,8 +86,10 @@ def train(t: Target, follow_up: str, release: str) -> Started:
 
 
 def smoke(t: Target, follow_up: str, release: str) -> Started:
-    p = t.start("smoke", *t.layout(), "--json")
-    started = Started("", p, "smoke", probe=False)
+    # Its checks take seconds and cannot be held: a cancel comes while SLURM holds it pending.
+    later = ["--sbatch=--begin=now+120"] if follow_up == "cancel" and t.name != "local" else []
+    p = t.start("smoke", *t.layout(), *later, "--json")
+    started = Started("", p, "smoke", probe=False, pending=bool(later))
     started.job = first_id(p, started, stream="stderr")
     return started
 
@@ -113,8 +116,8 @@ def chain(t: Target, follow_up: str, release: str) -> Started:
     head = first_id(first)
     p = t.start("submit", *t.layout(), "--time", "00:15:00", "--wait", "--after", head,
                 *env_options(env_of(follow_up)), "--", "python3", "probe.py", mode_of(follow_up), release)
-    started = Started(first_id(p), p, "command", release=release, others=[(before, first)])
-    return started
+    return Started(first_id(p), p, "command", release=release, others=[(before, first)],
+                   pending=follow_up == "cancel")
 
 
 def api(entry: str):

@@ -51,7 +51,7 @@ def cost(cell: dict) -> int:
 
 
 def pairs(cell: dict) -> set:
-    return {((a, cell[a]), (b, cell[b])) for a, b in itertools.combinations(FACTORS, 2)}
+    return {((a, cell[a]), (b, cell[b])) for a, b in itertools.combinations(cell, 2)}
 
 
 def pairwise(factors: dict = FACTORS, allowed=allowed, cost=cost) -> list[dict]:
