@@ -67,3 +67,17 @@ def make_directory(text: str, flag: str, error=UsageError) -> None:
     except OSError as err:
         raise error(f"cannot make the directory {flag} {text!r}: {err.strerror}",
                     f"give {flag} a directory you can create") from None
+
+
+def local_path(text: str, what: str, error=UsageError):
+    """`text` as a path of this machine, `~` and `~user` expanded: a user that does not exist, or a
+    NUL byte, is refused by name (pathlib raises RuntimeError or ValueError from deep inside)."""
+    from pathlib import Path
+
+    if "\0" in text:
+        raise error(f"{what} {text!r} holds a NUL byte, which no path does", "give the path as it is written")
+    try:
+        return Path(text).expanduser()
+    except RuntimeError:
+        raise error(f"{what} {text!r}: {text.split('/')[0]} names no user of this machine",
+                    "write the path out, or use ~/ for your own home") from None

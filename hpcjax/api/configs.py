@@ -19,7 +19,7 @@ from hpcjax.errors import UsageError
 from hpcjax.hosts.cluster import Cluster
 from hpcjax.launch import BACKENDS, profiles
 from hpcjax.launch.spec import JobSpec
-from hpcjax.validate import require_int
+from hpcjax.validate import local_path, require_int
 
 # Ray's fields that describe TPU slices or Ray's own scheduler: no meaning on SLURM.
 NOT_ON_SLURM = ("use_tpu", "topology", "accelerator_type", "placement_strategy", "trainer_resources")
@@ -137,7 +137,7 @@ def storage_dir(storage_path: str | None, default: str, cluster: Cluster | None 
     """Where calls and runs keep their files: on this machine, resolved; on a cluster reached
     over SSH, a path there (a relative one under its remote directory)."""
     if cluster is None or not cluster.remote:
-        return Path(storage_path or default).expanduser().resolve()
+        return local_path(str(storage_path or default), "storage_path").resolve()
     path = str(storage_path or default)
     if path.startswith("~") or "$" in path:
         raise UsageError(f"storage_path {path!r} on {cluster.name}: ~ and $VARIABLES are the cluster's, "
@@ -169,7 +169,13 @@ class Data:
     """
 
     def __init__(self, path: str | os.PathLike) -> None:
-        text = os.fspath(path)
+        try:
+            text = os.fspath(path)
+        except TypeError:
+            text = None
+        if not isinstance(text, str) or not text.strip() or "\0" in text:
+            raise UsageError(f"Data({path!r}) names no path", "give a directory or file: Data('./my_dataset'), "
+                             "or one on the cluster: Data('cluster:/shared/mnist')")
         self.on_cluster = isinstance(text, str) and text.startswith(ON_CLUSTER)
         if self.on_cluster:  # checked on the cluster when the job is submitted
             text = text[len(ON_CLUSTER):]
@@ -179,7 +185,7 @@ class Data:
                                  "Data('cluster:/shared/datasets/mnist')")
             self.path = text
         else:
-            resolved = Path(text).expanduser().resolve()
+            resolved = local_path(text, "Data").resolve()
             if not resolved.exists():
                 raise UsageError(f"Data path {str(path)!r} does not exist (resolved to {resolved})",
                                  "give an existing file or directory; one that is on the cluster only is "

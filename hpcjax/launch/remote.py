@@ -27,6 +27,7 @@ from hpcjax.launch.render import render_sbatch
 from hpcjax.launch.run import say
 from hpcjax.launch.spec import JobSpec
 from hpcjax.rundir import run_dir_argument
+from hpcjax.validate import local_path
 
 RECORDS = "records"  # <remote_dir>/records/<job>.json: the job's record, on the cluster itself
 UPLOAD_NAME = re.compile(r"[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)*")  # where an upload appears for the job
@@ -42,11 +43,13 @@ def parse_upload(text: str, cwd: Path | None = None) -> tuple[Path, str]:
     if not text.strip():
         raise UsageError("--upload '' names no directory (it would ship the whole working directory)",
                          f"give a local directory or file, optionally with the name the job sees: {form}")
+    if "\0" in text:
+        raise UsageError(f"--upload {text!r} holds a NUL byte, which no path does", f"e.g. {form}")
     local, name = text, ""
-    if not Path(text).expanduser().exists() and ":" in text:
+    if not local_path(text, "--upload").exists() and ":" in text:
         local, name = text.rsplit(":", 1)
     # The name is the path as given (a link named ./data is seen as ./data), the content what it leads to.
-    given = Path(os.path.abspath(Path(local).expanduser()))
+    given = Path(os.path.abspath(local_path(local, "--upload")))
     path = given.resolve()
     if not local.strip() or not path.exists():
         raise UsageError(f"--upload {text}: {local or repr(local)} does not exist on this machine",

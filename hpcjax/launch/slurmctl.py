@@ -194,12 +194,14 @@ class Slurm:
                              "sweep fewer values, or split the sweep into several submissions")
 
     def refusal_hint(self, said: str) -> str:
-        """What to do about sbatch's refusal, by what it said (each refusal its own hint)."""
-        for pattern, hint in REFUSALS:
-            if re.search(pattern, said, re.IGNORECASE):
-                return hint
+        """What to do about sbatch's refusal, by what it said (each refusal its own hint), with what
+        the cluster has when the request was about its nodes."""
+        hint = next((h for pattern, h in REFUSALS if re.search(pattern, said, re.IGNORECASE)), "")
+        if hint and not re.search(r"CPU|gres|gpu|memory|mem|node", said, re.IGNORECASE):
+            return hint
         summary = self.summary()
-        return f"the cluster has: {summary}" if summary else "check the layout against `sinfo -o '%P %D %c %G'`"
+        has = f"the cluster has: {summary}" if summary else "check the layout against `sinfo -o '%P %D %c %G'`"
+        return f"{has}; {hint}" if hint else has
 
     def summary(self) -> str:
         """The partitions, for a hint: "gpu 2 nodes, 8 CPUs, gres gpu:4"."""

@@ -8,7 +8,6 @@ be valid, and a hint. Nothing here touches SLURM or JAX.
 from __future__ import annotations
 
 import re
-import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -171,8 +170,8 @@ class JobSpec:
     def __post_init__(self) -> None:
         if isinstance(self.command, str):  # tuple("python x.py") would be its letters
             raise SpecError(f"the command {self.command!r} is one string, not a list of words",
-                            f"give its words: {shlex.split(self.command) if _splits(self.command) else ['python', 'x.py']!r}"
-                            " (a shell line goes through bash: ['bash', '-c', '...'])")
+                            f"give its words: {self.command.split() or ['python', 'x.py']!r} (a shell line goes "
+                            "through bash: ['bash', '-c', '...'])")
         command = tuple(self.command)
         if not command or not command[0]:
             raise SpecError("the command is empty",
@@ -234,13 +233,6 @@ class JobSpec:
     def time_seconds(self) -> int | None:
         """The walltime in seconds; None for no limit (--time 0 or UNLIMITED)."""
         return parse_walltime(self.time)
-
-
-def _splits(text: str) -> bool:
-    try:
-        return bool(shlex.split(text))
-    except ValueError:
-        return False
 
 
 def check_env_pair(key: str, value: str) -> None:

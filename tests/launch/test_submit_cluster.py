@@ -110,6 +110,7 @@ def test_more_gpus_than_a_node_has_fails_at_submission(tmp_path, slurm_cluster, 
     assert "error: sbatch refused the job (G9N1p9)" in result.stderr
     assert "Requested node configuration is not available" in result.stderr
     assert "hint: the cluster has:" in result.stderr and "gpu:4" in result.stderr
+    assert "more CPUs than a node has" in result.stderr  # sbatch said CPU count: its own hint (issue 34)
 
 
 def test_more_nodes_than_the_partition_has_is_cancelled_with_slurms_reason(tmp_path, slurm_cluster, hpcjax_home):
