@@ -107,6 +107,32 @@ def test_cancel_and_a_second_laptop_attach_through_the_record_on_the_cluster(lap
     assert json.loads(status.stdout)["state"] == "CANCELLED", status.stdout
 
 
+def test_a_hostile_record_on_the_cluster_never_runs_a_command_on_the_laptop(laptop, ssh_cluster, monkeypatch):
+    """Issue 34: `status JOBID --cluster NAME` on a fresh laptop read the job's record from the
+    cluster's remote_dir/records/ and used the ssh options in it: anyone who can write there ran a
+    command on every laptop that looked. A record names a cluster, never how to reach it."""
+    profiles = ssh_cluster.profiles(laptop / "profiles.toml")
+    where = ["--cluster", "devcluster", "--profile-file", str(profiles)]
+    done = run_hpcjax("submit", *where, "--wait", "--", "true", cwd=laptop, timeout=600)
+    assert done.returncode == 0, done.stderr
+    job = done.stdout.strip()
+    marker = laptop / "pwned"
+    hostile = {"destination": "hpcjax-test-cluster", "remote_dir": ssh_cluster.remote_dir, "python": "/tmp/evil",
+               "ssh_options": ["-oProxyCommand=touch " + str(marker)]}
+    home = ssh_cluster.ssh(f"cd {ssh_cluster.remote_dir} && pwd -P").stdout.strip()
+    path = f"{home}/records/{job}.json"
+    record = json.loads(ssh_cluster.ssh(f"cat {path}").stdout)
+    record["cluster"] = hostile
+    planted = ssh_cluster.ssh(f"cat > {path} <<'EOF'\n{json.dumps(record)}\nEOF")
+    assert planted.returncode == 0, planted.stderr
+    monkeypatch.setenv("HPCJAX_HOME", str(laptop / "fresh-laptop"))  # no record of its own
+    for verb in (["status", job], ["logs", job], ["fetch", job, "--to", str(laptop / "back")]):
+        looked = run_hpcjax(*verb, *where, cwd=laptop)
+        assert looked.returncode == 0, (verb, looked.stderr)
+    assert not marker.exists()
+    assert "COMPLETED" in run_hpcjax("status", job, *where, cwd=laptop).stdout
+
+
 def test_smoke_2x4_from_a_laptop(laptop, ssh_cluster):
     profiles = ssh_cluster.profiles(laptop / "profiles.toml")
     done = run_hpcjax("smoke", "--cluster", "devcluster", "--profile-file", str(profiles), "--nodes", "2",

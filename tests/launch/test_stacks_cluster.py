@@ -62,3 +62,41 @@ def test_stacks_of_a_job_that_is_not_running_is_a_clear_error(tmp_path, slurm_cl
     refused = run_hpcjax("stacks", done.stdout.strip(), cwd=tmp_path)
     assert refused.returncode == 1 and "is COMPLETED, not running: there are no stacks to take" in refused.stderr
     assert "\nhint: " in refused.stderr
+
+
+def test_stacks_of_an_8_rank_trainer_job_on_two_nodes(shared_storage, hpcjax_home, monkeypatch):
+    """Issue 34: on every Trainer job `hpcjax stacks` died with a JSONDecodeError (a Trainer rank's
+    stack is deep, and srun's merged output cut its line). The ranks wait in the loop's function."""
+    import subprocess
+
+    monkeypatch.chdir(shared_storage)
+    (shared_storage / "probe.py").write_text((__import__("pathlib").Path(__file__).parents[1] / "seams" /
+                                              "probe.py").read_text())
+    release = shared_storage / "release"
+    script = ("import hpcjax, probe\n"
+              "trainer = hpcjax.Trainer(probe.loop, train_loop_config={'mode': 'wait', 'release': %r},\n"
+              "    scaling_config=hpcjax.ScalingConfig(nodes=2, gpus_per_node=4, time='00:10:00'),\n"
+              "    run_config=hpcjax.RunConfig(storage_path=%r, name='deep', backend='slurm'))\n"
+              "print(trainer.fit().error)\n") % (str(release), str(shared_storage / "runs"))
+    fit = subprocess.Popen([sys.executable, "-c", script], cwd=shared_storage, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True)
+    try:
+        job = ""
+        for line in fit.stderr:
+            if line.startswith("submitted job "):
+                job = line.split()[2]
+                break
+        logs = shared_storage / "runs" / "deep" / "logs"
+        deadline = time.monotonic() + 300
+        while sum("waits" in p.read_text() for p in logs.glob(f"{job}-rank*.log")) < 8:
+            assert time.monotonic() < deadline, "the ranks did not get to their wait"
+            time.sleep(1)
+        shown = run_hpcjax("stacks", job, cwd=shared_storage)
+        assert shown.returncode == 0, (shown.stdout, shown.stderr)
+        assert "stacks of 8 rank(s) in 1 group(s)" in shown.stdout, shown.stdout
+        assert "wait_for_release" in shown.stdout and "run_train_loop" in shown.stdout
+        assert len(max(shown.stdout.splitlines(), key=len)) < 400  # grouped frames, one per line
+    finally:
+        release.touch()
+        out, err = fit.communicate(timeout=300)
+    assert out.strip() == "None", err[-3000:]

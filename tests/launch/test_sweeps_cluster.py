@@ -6,6 +6,8 @@ tests/launch/test_sweeps_chains.py."""
 
 from __future__ import annotations
 
+import subprocess
+
 import json
 import sys
 
@@ -75,3 +77,12 @@ def test_a_chain_that_succeeds_runs_in_order(tmp_path, slurm_cluster, hpcjax_hom
     rows = run_slurm(["sacct", "-X", "-n", "-P", "-j", f"{first},{second},{third}", "-o", "JobID,Start,End"])
     times = {job: (start, end) for job, start, end in (line.split("|") for line in rows.splitlines())}
     assert times[first][1] <= times[second][0] and times[second][1] <= times[third][0]
+
+
+def test_after_a_job_slurm_does_not_know_is_refused_before_sbatch(tmp_path, slurm_cluster, hpcjax_home):
+    """SLURM drops a dependency on an unknown job and starts the job at once (issue 34)."""
+    done = run_hpcjax("submit", "--after", "987654321", "--job-name", "never-runs", "--", "true", cwd=tmp_path)
+    assert done.returncode == 2 and "SLURM on this machine knows no job 987654321" in done.stderr, done.stderr
+    assert done.stdout == ""
+    listed = subprocess.run(["squeue", "-h", "-n", "never-runs"], capture_output=True, text=True)
+    assert listed.stdout.strip() == ""
