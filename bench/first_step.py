@@ -26,7 +26,7 @@ import tempfile
 from pathlib import Path
 
 from hpcjax import launch
-from hpcjax.launch.spec import JobSpec, Layout
+from hpcjax.job.spec import JobSpec, Layout
 
 MODEL = ["--seq-len", "64", "--d-model", "128", "--heads", "8", "--layers", "6", "--d-ff", "512",
          "--batch-size", "32", "--corpus-bytes", str(1 << 20)]

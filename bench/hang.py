@@ -81,7 +81,7 @@ def cost(steps: int, rounds: int) -> None:
 
 def hang_to_end(floor: float, backend: str) -> None:
     from hpcjax.launch import submit
-    from hpcjax.launch.spec import JobSpec, Layout
+    from hpcjax.job.spec import JobSpec, Layout
 
     where = Path(tempfile.mkdtemp(prefix="bench-hang-", dir=os.environ.get("HPCJAX_BENCH_DIR")))
     program = where / "rank.py"

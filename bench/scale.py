@@ -65,7 +65,7 @@ def drop_page_cache() -> bool:
 
 
 def bench_logs(args) -> None:
-    from hpcjax.launch.outcome import analyze, srun_events
+    from hpcjax.follow.outcome import analyze, srun_events
 
     failed = args.ranks * 3 // 5 + 11
     with tempfile.TemporaryDirectory(dir=os.environ.get("HPCJAX_BENCH_DIR", ".")) as tmp:
@@ -103,7 +103,7 @@ def first_failure_scan(directory: Path, megabytes: int) -> None:
     """A log of `megabytes` of output with an error line half way: the scan for its first
     failure, by grep -P and by the Python fallback."""
     from hpcjax.hosts.files import LocalFiles
-    from hpcjax.launch.ranklogs import RankLogs
+    from hpcjax.follow.ranklogs import RankLogs
 
     path = directory / "early.log"
     with open(path, "w") as log:
@@ -180,7 +180,7 @@ def count_map_queries(elements: int, env, tmp: Path) -> None:
     squeue and sacct call counted."""
     os.environ["SLURM_CONF"] = env["SLURM_CONF"]
     import hpcjax
-    from hpcjax.launch import slurmctl
+    from hpcjax.slurm import controller as slurmctl
 
     calls: dict[str, int] = {}
     real = slurmctl.Slurm.run

@@ -17,7 +17,7 @@ import tempfile
 from pathlib import Path
 
 from hpcjax import launch
-from hpcjax.launch.spec import JobSpec, Layout
+from hpcjax.job.spec import JobSpec, Layout
 
 RANK = Path(__file__).resolve().parent / "_stop_rank.py"
 

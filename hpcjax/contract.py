@@ -73,6 +73,13 @@ PEER_LOST = r"Connection (?:reset|closed) by peer|Broken pipe|remote process exi
 # A requeued attempt moves ATTEMPT_STRIDE slots on (coprime with PORT_STEPS), so it never meets
 # the previous attempt's coordinator, whose port may still be held on that node.
 PORT_BASE, PORT_JOBS, PORT_STEPS, ATTEMPT_STRIDE = 10000, 1400, 16, 7
+# The attempts log's line, key by key: (key, printf's conversion, the batch script's value). With
+# --retry-failed, the last two too. Readers: follow.run (attempts), the script's own requeue logic.
+FAILED_NODE_KEY, ERROR_KEY = "failed_node", "error"  # what the script's own requeue logic reads back
+ATTEMPT_RECORD = (("attempt", "%d", "$hpcjax_attempt"), ("ended", "%s", "$hpcjax_ended"),
+                  ("exit_code", "%d", "$hpcjax_rc"), ("nodes", "%s", "$SLURM_JOB_NODELIST"),
+                  (FAILED_NODE_KEY, "%s", "$hpcjax_failed_node"), ("end", "%s", "$(date -Is)"),
+                  (ERROR_KEY, "%s", "$hpcjax_error"), ("not_retried", "%s", "$hpcjax_not_retried"))
 NO_RETRY_EXIT = 78  # a rank's exit code that means "a retry cannot fix this" (sysexits' EX_CONFIG)
 RESTART_COUNT = "SLURM_RESTART_COUNT"  # SLURM's count of the job's requeues: the attempt - 1
 
@@ -156,11 +163,10 @@ def node_name(environ=os.environ) -> str:
     return next((environ[v] for v in NODE_NAME_VARS if environ.get(v)), socket.gethostname())
 
 
-def free_port() -> int:
-    """A port of this machine nobody listens on now (the local backend's coordinator)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+def slurm_node_name(environ=os.environ) -> str | None:
+    """The node as SLURM names it, in a process SLURM started (None elsewhere): several slurmd
+    may share one host, so a host's processes are told apart by it."""
+    return environ.get(NODE_NAME_VARS[0]) or None
 
 
 def derived_port(job: int, step: int, restarts: int = 0) -> int:
@@ -172,6 +178,19 @@ def derived_port_shell(job: str = "SLURM_JOB_ID", step: str = "SLURM_STEP_ID") -
     """The same rule as bash arithmetic over a task's variables, for the rendered script."""
     return (f"$(({PORT_BASE} + {PORT_STEPS} * ({job} % {PORT_JOBS}) + ({step} + {ATTEMPT_STRIDE} * "
             f"${{{RESTART_COUNT}:-0}}) % {PORT_STEPS}))")
+
+
+def attempt_printf(retry_failed: bool) -> str:
+    """The batch script's printf of its attempt's line (ATTEMPT_RECORD), one JSON object."""
+    fields = ATTEMPT_RECORD if retry_failed else ATTEMPT_RECORD[:-2]
+    text = ", ".join(f'"{key}": ' + (conversion if conversion == "%d" else f'"{conversion}"')
+                     for key, conversion, _ in fields)
+    return f"printf '{{{text}}}\\n' " + " ".join(f'"{value}"' for _, _, value in fields)
+
+
+def attempt_number_shell() -> str:
+    """This attempt's number in the batch script: SLURM's count of its requeues, plus one."""
+    return f"$(( ${{{RESTART_COUNT}:-0}} + 1 ))"
 
 
 def jax_local_device_ids(gpus_per_process: int) -> str:
@@ -251,17 +270,6 @@ def rank_of_log(name: str, job_id: str) -> int | None:
     pattern = re.escape(RANK_LOG).replace("%j", re.escape(str(job_id))).replace("%t", r"(\d+)")
     match = re.fullmatch(pattern, name)
     return int(match.group(1)) if match else None
-
-
-def local_job_of(pid: int) -> str | None:
-    """The local backend's job a process is a rank of (from its environment), or None: a pid read
-    from a record is signalled only when it is one of that job's ranks."""
-    try:
-        environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
-    except OSError:  # gone, or not this user's
-        return None
-    found = [item.split(b"=", 1)[1] for item in environ if item.startswith(b"SUBMITIT_LOCAL_JOB_ID=")]
-    return found[0].decode(errors="replace") if found else None
 
 
 def local_node_name(rank: int, layout: Layout) -> str:

@@ -26,20 +26,33 @@ FRAME_LINE = re.compile(rf"{FRAME} (?P<sender>[A-Za-z0-9_.:-]+) (?P<message>\d+)
                         r"(?P<data>[A-Za-z0-9+/=]*)$")
 
 
+def lines(text: str | None) -> list[str]:
+    """The lines of JSON-lines text: cut at \\n only (str.splitlines would also cut at \\x85 or
+    \\u2028 inside a JSON string), the empty end of the last line dropped."""
+    found = (text or "").split("\n")
+    return found[:-1] if found and found[-1] == "" else found
+
+
+def parse(line: str) -> tuple[dict | None, str]:
+    """(the JSON object a line holds, '') or (None, why it holds none)."""
+    try:
+        value = json.loads(line)
+    except ValueError:
+        return None, "is cut short (a killed writer?) or not JSON"
+    if not isinstance(value, dict):
+        return None, f"is a JSON {type(value).__name__}, not an object"
+    return value, ""
+
+
+def object_of(line: str) -> dict | None:
+    """The JSON object on a line (any other output: None)."""
+    line = line.strip()
+    return parse(line)[0] if line.startswith("{") else None
+
+
 def objects(text: str | None) -> list[dict]:
     """The lines of `text` that are JSON objects, in order; torn or foreign lines skipped."""
-    found = []
-    for line in (text or "").splitlines():
-        line = line.strip()
-        if not line.startswith("{"):
-            continue
-        try:
-            value = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(value, dict):
-            found.append(value)
-    return found
+    return [value for line in lines(text) if (value := object_of(line)) is not None]
 
 
 def frame(obj, sender: str, message: int = 0) -> list[str]:

@@ -1,7 +1,7 @@
 import difflib
 from pathlib import Path
 
-from hpcjax.launch.examples import EXAMPLES, REGENERATE, rendered_examples
+from hpcjax.slurm.examples import EXAMPLES, REGENERATE, rendered_examples
 
 SLURM_DIR = Path(__file__).resolve().parent.parent / "slurm"
 

@@ -32,7 +32,7 @@ def test_wheel_install_in_fresh_venv_renders(tmp_path):
     assert pip.returncode == 0, pip.stderr
     shutil.rmtree(source)  # the install must not lean on the source tree
     where = subprocess.run([str(venv / "bin/python"), "-c",
-                            "import hpcjax.launch.render as r; print(r.__file__); print(r.template_dir())"],
+                            "import hpcjax.slurm.script as r; print(r.__file__); print(r.template_dir())"],
                            capture_output=True, text=True, cwd=tmp_path, env=env)
     module_file, templates = where.stdout.split()
     assert module_file.startswith(str(venv)) and templates.startswith(str(venv)), where.stdout

@@ -16,27 +16,37 @@ from conftest import REPO
 
 PACKAGE = REPO / "hpcjax"
 SHARED = {"hpcjax", "hpcjax.errors", "hpcjax.contract", "hpcjax.validate", "hpcjax.rundir", "hpcjax.shellword",
-          "hpcjax.timeouts", "hpcjax.jsonlines"}
+          "hpcjax.timeouts", "hpcjax.jsonlines", "hpcjax.jobid", "hpcjax.nodelist"}
 STDLIB = set(sys.stdlib_module_names)
 # The container runtimes' table: standard library only, so the rank side may read it.
-RUNTIME_TABLE = {"hpcjax.containers.runtime", "hpcjax.containers.binds", "hpcjax.containers.runtimes"}
-# room -> (what it may import besides the standard library)
+RUNTIME_TABLE = {"hpcjax.containers.table", "hpcjax.containers.binds", "hpcjax.containers.runtimes"}
+# room -> (what it may import besides the standard library). The login side's rooms, from the
+# top down: launch (the one pipeline) > backends (the table) > slurm, localjobs (each backend's
+# machinery) > follow (any job, followed) > job (what a job is) > hosts, containers, catalog > shared.
+LOGIN_BASE = SHARED | {"hpcjax.hosts", "hpcjax.containers", "hpcjax.catalog"}
 ALLOWED = {
-    "rank": {"jax", "numpy", "tensorboardX"} | SHARED | {"hpcjax.rank", "hpcjax.containers.runtime"},
+    "rank": {"jax", "numpy", "tensorboardX"} | SHARED | {"hpcjax.rank", "hpcjax.containers.table"},
     "train": {"jax", "numpy", "optax", "orbax"} | SHARED | {"hpcjax.rank", "hpcjax.train"},
-    "launch": {"jinja2", "submitit"} | SHARED | {"hpcjax.launch", "hpcjax.containers", "hpcjax.hosts",
-                                                 "hpcjax.catalog"},
+    "launch": {"jinja2", "submitit"} | LOGIN_BASE | {"hpcjax.launch", "hpcjax.backends", "hpcjax.slurm",
+                                                     "hpcjax.localjobs", "hpcjax.follow", "hpcjax.job"},
+    "backends": {"jinja2", "submitit"} | LOGIN_BASE | {"hpcjax.backends", "hpcjax.slurm", "hpcjax.localjobs",
+                                                       "hpcjax.follow", "hpcjax.job"},
+    "slurm": {"jinja2", "submitit"} | LOGIN_BASE | {"hpcjax.slurm", "hpcjax.follow", "hpcjax.job"},
+    "localjobs": LOGIN_BASE | {"hpcjax.localjobs", "hpcjax.follow", "hpcjax.job"},
+    "follow": LOGIN_BASE | {"hpcjax.follow"},
+    "job": SHARED | {"hpcjax.job", "hpcjax.containers", "hpcjax.hosts"},
     "containers": {"hpccm", "packaging"} | SHARED | {"hpcjax.containers"},  # hpccm, packaging: recipes only
     "hosts": SHARED | {"hpcjax.hosts"},
     "catalog": SHARED | {"hpcjax.catalog"},
     "pages": {"matplotlib"} | SHARED | {"hpcjax.pages"},
-    # The Python API: its caller side builds on launch (and, from a laptop, on the hosts that
+    # The Python API: its caller side builds on the pipeline (and, from a laptop, on the hosts that
     # ship the call and read its results), its worker on rank; never train.
-    "api": {"submitit", "cloudpickle", "numpy"} | SHARED | {"hpcjax.api", "hpcjax.launch", "hpcjax.rank",
-                                                             "hpcjax.hosts", "hpcjax.containers.binds"},
-    "shared": set(),  # errors, contract, validate, rundir: the standard library only (and each other)
+    "api": {"submitit", "cloudpickle", "numpy"} | SHARED | {"hpcjax.api", "hpcjax.launch", "hpcjax.job", "hpcjax.follow",
+                                                             "hpcjax.rank", "hpcjax.hosts", "hpcjax.containers.binds"},
+    "shared": set(),  # errors, contract, validate, rundir, ...: the standard library only (and each other)
 }
-ROOMS = ("rank", "train", "launch", "containers", "hosts", "catalog", "pages", "api")
+ROOMS = ("rank", "train", "launch", "backends", "slurm", "localjobs", "follow", "job", "containers", "hosts", "catalog",
+         "pages", "api")
 
 
 def imports_of(path: Path) -> set[str]:
@@ -65,7 +75,7 @@ def room_files():
     for room in ROOMS:
         for path in sorted((PACKAGE / room).rglob("*.py")):
             yield room, path
-    for name in ("errors", "contract", "validate", "rundir", "shellword", "timeouts", "jsonlines"):
+    for name in ("errors", "contract", "validate", "rundir", "shellword", "timeouts", "jsonlines", "jobid", "nodelist"):
         yield "shared", PACKAGE / f"{name}.py"
 
 
@@ -87,7 +97,7 @@ API_RANK_SIDE = ("worker.py", "session.py", "folder.py")
 
 def test_the_runtime_table_needs_only_the_standard_library():
     """The rank side asks the table which container it runs in, inside any JAX image."""
-    table = [PACKAGE / "containers" / "runtime.py", PACKAGE / "containers" / "binds.py",
+    table = [PACKAGE / "containers" / "table.py", PACKAGE / "containers" / "binds.py",
              *sorted((PACKAGE / "containers" / "runtimes").glob("*.py"))]
     for path in table:
         bad = sorted(m for m in imports_of(path) if not allowed(m, "shared")

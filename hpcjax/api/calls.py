@@ -1,15 +1,9 @@
-"""A Python call as a job: the function and its arguments pickled into a call folder by
-submitit's machinery, a JobSpec whose command is the worker, submitted through the one
-path every job takes (the rendered script, a backend, the Run handle), and the result
-read back from what the ranks left.
-
-    calls = launch(fn, [((1,), {}), ((2,), {})], scaling, backend="slurm", storage=...)
-    calls[0].result()         # rank 0's return value, or RemoteError
-"""
+"""A Python call's own part of a job: the function and its arguments pickled into a call folder
+by submitit's machinery (`prepare`, written at the pipeline's stage step by api.submit), and the
+result read back from what the ranks left (`Call.result`, `read_result`)."""
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import pickle
 import sys
@@ -18,10 +12,8 @@ import uuid
 from pathlib import Path
 
 from hpcjax.api import folder
-from hpcjax.api.configs import Data, ScalingConfig, require_shared
-from hpcjax.containers.binds import check_before_submit, in_place
-from hpcjax.errors import HpcjaxError, UsageError
-from hpcjax.launch import choose_backend
+from hpcjax.api.configs import Data
+from hpcjax.errors import HpcjaxError
 
 
 class RemoteError(HpcjaxError):
@@ -118,52 +110,6 @@ def unwrap_data(value, found: list, path_of=lambda data: data.path):
     if isinstance(value, dict):
         return {k: unwrap_data(v, found, path_of) for k, v in value.items()}
     return value
-
-
-def worker_command(scaling: ScalingConfig, call_dir: Path, element: str) -> list[str]:
-    # In a container the image's Python runs the worker; bare, the caller's own.
-    python = "python3" if scaling.spec.container.in_container else sys.executable
-    return [python, "-u", "-m", "hpcjax.api.worker", str(call_dir), element]
-
-
-def launch(function, arguments: list[tuple[tuple, dict]], scaling: ScalingConfig, *, backend: str | None,
-           storage: Path, job_name: str, session: dict | None = None, max_parallel: int | None = None,
-           array: bool = False, after: tuple = ()) -> list[Call]:
-    """Submit one job (or, with `array`, a job array of one element per argument) through
-    hpcjax.launch; return the Calls in order. Everything is checked before anything is
-    written or submitted."""
-    from hpcjax import launch as launcher
-
-    backend = choose_backend(backend)
-    nodes = scaling.spec.layout.nodes
-    require_shared("storage", storage, nodes, backend)
-    found: list[Data] = []
-    arguments = [(unwrap_data(a, found), unwrap_data(k, found)) for a, k in arguments]
-    data = [d.path for d in found]
-    for item in found:
-        if item.on_cluster and not Path(item.path).exists():  # this machine is the cluster
-            raise UsageError(f"Data path {item.path!r} does not exist on this machine",
-                             "check the path (here, the cluster is this machine)")
-        require_shared("Data", item.path, nodes, backend)
-    fields = dict(container=in_place(scaling.spec.container, [str(storage)] + data),
-                  output_dir=str(storage / "logs"), job_name=job_name, after=after,
-                  run_dir=(session or {}).get("run_dir"))
-    if array:
-        fields.update(array=len(arguments), array_parallel=max_parallel)
-    element = folder.ARRAY_ELEMENT if array else "0"
-    if backend == "local":  # refused before the call folder is written
-        from hpcjax.launch.local import check_local_spec
-
-        check_local_spec(scaling.job(worker_command(scaling, storage, element), **fields))
-    else:  # the user's image and binds (storage is made below, Data exists already)
-        check_before_submit(scaling.spec)
-    call_dir = prepare(storage / "calls", function, arguments, session)
-    if scaling.spec.container.in_container:
-        stage_dependencies(call_dir)
-    spec = scaling.job(worker_command(scaling, call_dir, element), **fields)
-    if array:
-        return [Call(call_dir, i, run) for i, run in enumerate(launcher.submit_array(spec, backend))]
-    return [Call(call_dir, 0, launcher.submit(spec, backend))]
 
 
 def read_result(call_dir, element: int, outcome, files):

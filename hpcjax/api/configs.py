@@ -17,15 +17,12 @@ from pathlib import Path, PurePosixPath
 
 from hpcjax.errors import UsageError
 from hpcjax.hosts.cluster import Cluster
-from hpcjax.launch import BACKENDS, profiles
-from hpcjax.launch.spec import JobSpec
+from hpcjax.job import profiles
+from hpcjax.job.spec import JobSpec
 from hpcjax.validate import local_path, require_int
 
 # Ray's fields that describe TPU slices or Ray's own scheduler: no meaning on SLURM.
 NOT_ON_SLURM = ("use_tpu", "topology", "accelerator_type", "placement_strategy", "trainer_resources")
-# Paths that are on each node's own disk or memory, not on the cluster's shared storage.
-NODE_LOCAL_PREFIXES = ("/tmp", "/var/tmp", "/dev/shm", "/run")
-NODE_LOCAL_FILESYSTEMS = {"tmpfs", "ramfs"}
 ON_CLUSTER = "cluster:"  # Data("cluster:/path"): a path of the cluster's, not of this machine
 
 
@@ -121,8 +118,14 @@ class RunConfig:
     max_failures: int = 0
 
     def __post_init__(self) -> None:
-        if self.backend not in (None, *BACKENDS):
-            raise UsageError(f"unknown backend {self.backend!r}", f"valid backends: {', '.join(BACKENDS)}, or None")
+        if self.backend is not None:
+            from hpcjax import backends
+
+            if not isinstance(self.backend, str):
+                raise UsageError(f"backend must be a name, got {self.backend!r}",
+                                 f"valid backends: {', '.join((backends.AUTO, *backends.names()))}, or None")
+            if self.backend != backends.AUTO:
+                backends.get(self.backend)  # an unknown name lists the valid ones
         require_int("max_failures", self.max_failures, 0, "how many times a failed job is resubmitted, e.g. 1")
         if self.name is not None and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", str(self.name)):
             raise UsageError(f"run name {self.name!r} is not a plain file name",
@@ -197,40 +200,3 @@ class Data:
 
     def __repr__(self) -> str:
         return f"Data({(ON_CLUSTER if self.on_cluster else '') + self.path!r})"
-
-
-def node_local_reason(path: str | Path) -> str:
-    """Why `path` is on one node's own disk or memory (invisible to the other nodes), or ''."""
-    path = Path(path).resolve()
-    tmpdir = os.environ.get("TMPDIR")
-    for prefix in NODE_LOCAL_PREFIXES + ((tmpdir,) if tmpdir else ()):
-        if path == Path(prefix) or Path(prefix) in path.parents:
-            return f"it is under {prefix}, which is each node's own"
-    kind = filesystem_type(path)
-    return f"it is on a {kind} filesystem (memory of one node)" if kind in NODE_LOCAL_FILESYSTEMS else ""
-
-
-def filesystem_type(path: Path) -> str:
-    """The type of the mount holding path (from /proc/mounts; '' where unknown)."""
-    best, kind = "", ""
-    try:
-        mounts = Path("/proc/mounts").read_text().splitlines()
-    except OSError:
-        return ""
-    for line in mounts:
-        parts = line.split()
-        if len(parts) > 2 and (str(path) == parts[1] or str(path).startswith(parts[1].rstrip("/") + "/")):
-            if len(parts[1]) > len(best):
-                best, kind = parts[1], parts[2]
-    return kind
-
-
-def require_shared(what: str, path: str | Path, nodes: int, backend: str) -> None:
-    """A multi-node SLURM job's storage must be seen by every node: refuse what is not."""
-    if backend != "slurm" or nodes < 2:
-        return
-    reason = node_local_reason(path)
-    if reason:
-        raise UsageError(f"{what} {str(path)!r} is not shared storage for a {nodes}-node job: {reason}",
-                         "use a directory every node mounts (home, project or scratch space), e.g. "
-                         "RunConfig(storage_path='~/hpcjax-results')")

@@ -18,8 +18,8 @@ import functools
 from hpcjax.api import calls, submit
 from hpcjax.api.configs import ScalingConfig
 from hpcjax.errors import UsageError
-from hpcjax.launch.spec import dependencies
-from hpcjax.launch.run import say
+from hpcjax.job.spec import dependencies
+from hpcjax.follow.run import say
 
 
 def remote(function=None, /, *, backend: str | None = None, storage_path: str | None = None, **options):

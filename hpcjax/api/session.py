@@ -28,7 +28,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hpcjax import rundir
+from hpcjax import jsonlines, rundir
 from hpcjax.errors import UsageError
 from hpcjax.hosts.files import LocalFiles
 from hpcjax.rank import hangwatch
@@ -260,13 +260,7 @@ def next_attempt(run_dir: str | Path, files=HERE) -> int:
 
 
 def _read_lines(path: str, files=HERE) -> list[dict]:
-    found = []
-    for line in (files.read_text(path) or "").splitlines():
-        try:
-            found.append(json.loads(line))
-        except ValueError:  # a line cut short by a kill: the others still count
-            continue
-    return found
+    return jsonlines.objects(files.read_text(path))  # a line cut short by a kill: the others still count
 
 
 def _read_json(path: str, files=HERE) -> dict:

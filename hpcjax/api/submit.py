@@ -1,15 +1,18 @@
-"""Where a Python call goes: this machine's SLURM or CPU (api.calls), or a cluster reached over
-SSH from a laptop. There the call folder is written here first, in a temporary directory, then
-sent whole with rsync beside the job's logs; the ranks import the caller's modules from the
-job's snapshot of the working tree, hpcjax from its shipped copy, and submitit and cloudpickle
-from copies staged in the call folder (the cluster's Python needs only JAX). Results, reports
-and checkpoints are read back through the cluster's shared SSH connection.
+"""A Python call as a job, through the one pipeline every job takes (hpcjax.launch.pipeline): the
+API resolves the submission (the worker as the command, the call's Data, its storage) and adds
+only what is its own, the call's folder (`CallStage`, written at the stage step: here in the
+storage directory; for a cluster reached over SSH, here in a temporary directory first, then sent
+whole with rsync beside the job's logs) and the results read back (api.calls). The ranks import
+the caller's modules from the job's snapshot of the working tree, hpcjax from its shipped copy,
+and submitit and cloudpickle from copies staged in the call folder (a cluster's Python, or an
+image, needs only JAX).
 
-    calls = launch(fn, [((1,), {})], scaling, backend=None, storage_path=None, default="hpcjax-calls", ...)
+    calls = launch(fn, [((1,), {})], scaling, backend=None, storage=storage_for(...), job_name="f")
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import sys
@@ -21,23 +24,22 @@ from hpcjax.api.configs import Data, ScalingConfig, storage_dir
 from hpcjax.containers.binds import in_place
 from hpcjax.errors import UsageError
 from hpcjax.hosts import ship
-from hpcjax.launch import choose_backend
 
 
 def target_cluster(scaling: ScalingConfig, backend: str | None):
     """The cluster reached over SSH that a call goes to, or None for this machine. The local
     backend runs here: a cluster that only a default named ($HPCJAX_CLUSTER, a profile's host)
     gives way to it; one named in the call is a contradiction."""
+    from hpcjax import backends
+
     cluster = scaling.cluster
     if cluster is None or not cluster.remote:
         return None
-    if backend == "local":
+    if backend not in (None, backends.AUTO) and not backends.get(backend).reaches_clusters:
         if scaling.cluster_named:
-            raise UsageError(f"backend='local' runs on this machine, not on the cluster {cluster.destination}",
-                             "drop backend='local' to run there, or drop cluster= to run here")
+            raise UsageError(f"backend={backend!r} runs on this machine, not on the cluster {cluster.destination}",
+                             f"drop backend={backend!r} to run there, or drop cluster= to run here")
         return None
-    if backend not in (None, "auto", "slurm"):
-        choose_backend(backend)  # its own error for a name that is no backend
     return cluster
 
 
@@ -46,69 +48,64 @@ def storage_for(scaling: ScalingConfig, backend: str | None, storage_path: str |
     return storage_dir(storage_path, default, target_cluster(scaling, backend))
 
 
+@dataclasses.dataclass
+class CallStage:
+    """The call's part of the stage step: its folder, where the job reads it, and the worker's command."""
+
+    function: object
+    arguments: list  # [(args, kwargs)], Data still in them
+    session: dict | None
+    storage: Path | PurePosixPath
+    element: str  # the worker's element argument: a number, or "array"
+    call_dir: Path | PurePosixPath | None = None
+
+    def write(self, sub, home: str | None) -> None:
+        """Here (home None) in the storage directory; there, staged in a temporary directory and sent."""
+        if home is None:
+            mapped = [calls.unwrap_data((a, k), [], lambda d: d.path) for a, k in self.arguments]
+            self.call_dir = calls.prepare(Path(self.storage) / "calls", self.function, mapped, self.session)
+            if sub.spec.container.in_container:
+                calls.stage_dependencies(self.call_dir)
+            bound = [str(self.storage)] + [path for path, _ in sub.data]
+            python = sys.executable
+        else:
+            there = dict(sub.data_there)
+            mapped = [calls.unwrap_data((a, k), [], lambda d: d.path if d.on_cluster else there[d.path])
+                      for a, k in self.arguments]
+            self.call_dir = ship_call(sub.cluster, PurePosixPath(self.storage) / "calls", self.function, mapped,
+                                      self.session, sub.tree)
+            sub.bound_there = [home] + [p for p, on_cluster in sub.data if on_cluster and not p.startswith(home + "/")]
+            bound, python = [], sub.cluster.python
+        python = "python3" if sub.spec.container.in_container else python
+        command = (python, "-u", "-m", "hpcjax.api.worker", str(self.call_dir), self.element)
+        container = in_place(sub.spec.container, bound) if bound else sub.spec.container
+        sub.spec = dataclasses.replace(sub.spec, command=command, container=container)
+
+
 def launch(function, arguments: list[tuple[tuple, dict]], scaling: ScalingConfig, *, backend: str | None,
            storage, job_name: str, session: dict | None = None, max_parallel: int | None = None,
            array: bool = False, after: tuple = ()) -> list[calls.Call]:
-    """Submit the call here (calls.launch) or to the cluster reached over SSH."""
-    from hpcjax.launch import check_can_record
+    """Submit one job (or, with `array`, a job array of one element per argument); the Calls in
+    order. Everything is checked before anything is written or submitted."""
+    from hpcjax.launch import pipeline, submission
 
-    check_can_record()  # before the call folder is written
     cluster = target_cluster(scaling, backend)
-    if cluster is None:
-        return calls.launch(function, arguments, scaling, backend=backend, storage=Path(storage),
-                            job_name=job_name, session=session, max_parallel=max_parallel, array=array,
-                            after=after)
-    return launch_on_cluster(function, arguments, scaling, cluster, storage=PurePosixPath(storage),
-                             job_name=job_name, session=session, max_parallel=max_parallel, array=array,
-                             after=after)
-
-
-def launch_on_cluster(function, arguments, scaling: ScalingConfig, cluster, *, storage: PurePosixPath,
-                      job_name: str, session: dict | None, max_parallel: int | None, array: bool,
-                      after: tuple = ()) -> list[calls.Call]:
-    from hpcjax import launch as launcher
-    from hpcjax.launch import remote
-
-    home = remote.check_cluster(cluster)  # the connection first: a wrong host fails in seconds
-    root = ship.tree_root(Path.cwd())
-    limit_mb = scaling.ship_limit_mb or ship.DEFAULT_LIMIT_MB
-    ship.check_size(root, ship.tree_files(root), limit_mb)
     found: list[Data] = []
     for args, kwargs in arguments:
         calls.unwrap_data((args, kwargs), found)
-    check_cluster_data(cluster, [d.path for d in found if d.on_cluster])
-    for data in found:
-        if not data.on_cluster:
-            remote.check_links(Path(data.path), repr(data))
     element = folder.ARRAY_ELEMENT if array else "0"
-    fields = dict(output_dir=str(storage / "logs"), job_name=job_name, after=after,
-                  run_dir=(session or {}).get("run_dir"))
+    fields = dict(output_dir=str(PurePosixPath(storage) / "logs" if cluster else Path(storage) / "logs"),
+                  job_name=job_name, after=after, run_dir=(session or {}).get("run_dir"))
     if array:
         fields.update(array=len(arguments), array_parallel=max_parallel)
-    # Checked as it will be submitted (the binds are the data's, known once uploaded).
-    remote.check_binds(cluster, scaling.job(["python3"], **fields))
-    where = {id(d): d.path if d.on_cluster else remote.upload(cluster, home, Path(d.path)) for d in found}
-    mapped = [calls.unwrap_data((args, kwargs), [], lambda d: where[id(d)]) for args, kwargs in arguments]
-    fields["container"] = in_place(scaling.spec.container, [home] + [
-        p for p in where.values() if not p.startswith(home + "/")])
-    call_dir = ship_call(cluster, storage / "calls", function, mapped, session, root)
-    python = "python3" if scaling.spec.container.in_container else cluster.python
-    spec = scaling.job([python, "-u", "-m", "hpcjax.api.worker", str(call_dir), element], **fields)
-    if array:
-        runs = launcher.submit_array(spec, "slurm", cluster, root=root, limit_mb=limit_mb)
-        return [calls.Call(call_dir, i, run) for i, run in enumerate(runs)]
-    return [calls.Call(call_dir, 0, launcher.submit(spec, "slurm", cluster, root=root, limit_mb=limit_mb))]
-
-
-def check_cluster_data(cluster, paths: list[str]) -> None:
-    """Data('cluster:/path'): each path must be there."""
-    from hpcjax.launch import remote
-
-    missing = remote.missing_paths(cluster, paths)
-    if missing:
-        raise UsageError(f"Data path(s) not on {cluster.name}: {', '.join(missing)}",
-                         "check the path there (ssh DEST ls -d PATH), or give a local directory to upload: "
-                         "Data('./my_dataset')")
+    placeholder = [sys.executable, "-u", "-m", "hpcjax.api.worker", "CALL_DIR", element]  # the stage sets CALL_DIR
+    stage = CallStage(function, arguments, session, storage, element)
+    sub = submission(scaling.job(placeholder, **fields), backend or "auto", cluster,
+                     limit_mb=scaling.ship_limit_mb, data=tuple((d.path, d.on_cluster) for d in found),
+                     storage=(("storage", str(storage)),) if cluster is None else (), call=stage,
+                     dirs_there=(str(PurePosixPath(storage) / "calls"),) if cluster else ())
+    runs = pipeline.submit(sub)
+    return [calls.Call(stage.call_dir, i, run) for i, run in enumerate(runs)]
 
 
 def ship_call(cluster, calls_root: PurePosixPath, function, arguments, session: dict | None,
@@ -121,7 +118,7 @@ def ship_call(cluster, calls_root: PurePosixPath, function, arguments, session: 
         local = calls.prepare(staging, function, arguments, session, sys_path=tree_sys_path(root))
         calls.stage_dependencies(local)
         target = calls_root / local.name
-        ship.rsync(cluster.host(), "-rlt", f"{local}/", into=str(target))
+        ship.rsync(cluster.host(), "-rlt", f"{local}/", into=str(target), parent_made=True)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return target

@@ -18,7 +18,7 @@ from hpcjax.api.configs import Result, RunConfig, ScalingConfig
 from hpcjax.api.remote import cancel_on_interrupt
 from hpcjax.api.worker import run_train_loop, takes_argument
 from hpcjax.errors import UsageError
-from hpcjax.launch.run import say
+from hpcjax.follow.run import say
 
 
 class Trainer:

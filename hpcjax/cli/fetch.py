@@ -4,7 +4,6 @@ first node forwarded to this machine, both through the cluster's shared SSH conn
 from __future__ import annotations
 
 import argparse
-import re
 import signal
 import subprocess
 import sys
@@ -13,8 +12,8 @@ from pathlib import Path, PurePosixPath
 from hpcjax.cli import kinds
 from hpcjax.cli.options import add_cluster_options, cluster_from_args
 from hpcjax.errors import HpcjaxError, UsageError
+from hpcjax import jobid
 
-JOB_ID = re.compile(r"\d+(_\d+)?")
 CHECKPOINTS = ("latest", "all", "none")
 
 
@@ -41,7 +40,7 @@ def fetch_target(args: argparse.Namespace, target: Path | None, checkpoints: str
     from hpcjax.launch import attach
 
     cluster = cluster_from_args(args)
-    if JOB_ID.fullmatch(args.target):
+    if jobid.is_element(args.target):
         from hpcjax.hosts import ship
 
         run = attach(args.target, cluster)
@@ -103,7 +102,7 @@ def cmd_fetch(args: argparse.Namespace, command: list[str]) -> int:
 
 def cmd_tunnel(args: argparse.Namespace, command: list[str]) -> int:
     from hpcjax.launch import attach
-    from hpcjax.rank.nodelist import expand_hostlist
+    from hpcjax.nodelist import expand_hostlist
 
     cluster = cluster_from_args(args)
     run = attach(args.job_id, cluster)

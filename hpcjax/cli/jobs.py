@@ -12,11 +12,12 @@ from hpcjax.cli import kinds
 from hpcjax.errors import UsageError
 from hpcjax.validate import make_directory
 from hpcjax.cli.options import (add_backend_option, add_cluster_options, add_job_options, cluster_from_args,
-                                merged_options, output_file, spec_from_args, takes_command, write_atomically)
+                                merged_options, spec_from_args, takes_command)
+from hpcjax.cli.files import output_file, write_atomically
 
 
 def cmd_render(args: argparse.Namespace, command: list[str]) -> int:
-    from hpcjax.launch.render import render_sbatch
+    from hpcjax.slurm.script import render_sbatch
 
     output = output_file(args.output) if args.output is not None else None
     values = merged_options(args)
@@ -60,53 +61,67 @@ def warn_missing_here(spec) -> None:
 
 
 def as_there(spec, cluster):
-    """The spec with the cluster's paths (the login node is asked; nothing is shipped)."""
-    from hpcjax.launch import remote
+    """The spec with the cluster's paths, its image and binds checked there (one round trip;
+    nothing shipped or made)."""
+    from hpcjax.launch import checks, stage, submission
 
-    return remote.as_there(spec, cluster)
+    sub = submission(spec, cluster=cluster)
+    probe = checks.ask(sub, sub.backend.wants(sub))
+    sub.backend.check(sub, probe)
+    stage.as_there(sub, probe.home)
+    return sub.spec
 
 
 def follow(run) -> int:
     """Wait for a run, print its failure report, return its exit code. Ctrl-C never
-    leaves the user guessing: a SLURM job keeps running (say how to follow or cancel
-    it); the local backend's processes are this process's children, so they stop."""
+    leaves the user guessing (interrupted)."""
     try:
         outcome = run.wait()
     except KeyboardInterrupt:
-        if run.backend == "local":
-            run.cancel()
-            print(f"\ninterrupted: stopped every process of local job {run.job_id}", file=sys.stderr)
-        else:
-            print(f"\ninterrupted: job {run.job_id} keeps running on the cluster; follow it with "
-                  f"`hpcjax status {run.job_id}` and `hpcjax logs {run.job_id}`, or stop it with "
-                  f"`hpcjax cancel {run.job_id}`", file=sys.stderr)
-        return 130
+        return interrupted(run.job_id, [run])
     if not outcome.ok:
         print(outcome.report(), file=sys.stderr)
     return outcome.exit_code
 
 
-def shipping_of(values: dict, args: argparse.Namespace, cluster) -> dict:
-    """How the working tree is shipped to a cluster reached over SSH (the profile's limit), and
-    what is uploaded beside it (--upload)."""
-    shipping = {"limit_mb": values["ship_limit_mb"]} if values.get("ship_limit_mb") else {}
-    if getattr(args, "upload", None):
-        from hpcjax.launch import remote
+def interrupted(job: str | None, runs: list) -> int:
+    """Ctrl-C while a job is submitted or followed: a job its scheduler holds keeps running (say how
+    to follow or cancel it); the ranks a backend's submitter follows are this process's children,
+    so they stop. Before the job had an id: nothing runs."""
+    from hpcjax import backends
 
-        if cluster is None or not cluster.remote:
-            raise UsageError("--upload ships a local directory to a cluster reached over SSH; this job runs "
-                             "on this machine, where it reads the directory in place",
-                             "drop --upload (give the program the path), or name the cluster: --cluster DEST")
-        shipping["uploads"] = tuple(remote.parse_upload(text) for text in args.upload)
-    return shipping
+    if job is None:
+        print("\ninterrupted before the job was submitted: nothing runs", file=sys.stderr)
+    elif runs and backends.get(runs[0].backend).submitter_follows:
+        for run in runs:
+            run.cancel()
+        print(f"\ninterrupted: stopped every process of local job {job}", file=sys.stderr)
+    else:
+        print(f"\ninterrupted: job {job} keeps running on the cluster; follow it with `hpcjax status {job}` and "
+              f"`hpcjax logs {job}`, or stop it with `hpcjax cancel {job}`", file=sys.stderr)
+    return 130
+
+
+def submission_of(args: argparse.Namespace, spec, values: dict, cluster, **more):
+    """The resolve step of the CLI: the submission of `spec` with what travels with it from a
+    laptop (the profile's shipping limit, --upload)."""
+    from hpcjax.launch import submission, uploads
+
+    if getattr(args, "upload", None) and (cluster is None or not cluster.remote):
+        raise UsageError("--upload ships a local directory to a cluster reached over SSH; this job runs "
+                         "on this machine, where it reads the directory in place",
+                         "drop --upload (give the program the path), or name the cluster: --cluster DEST")
+    shipped = tuple(uploads.parse_upload(text) for text in getattr(args, "upload", None) or ())
+    return submission(spec, getattr(args, "backend", "auto"), cluster, uploads=shipped,
+                      limit_mb=values.get("ship_limit_mb"), **more)
 
 
 def shaped(spec, args: argparse.Namespace):
     """The spec with its sweep (one job array, an element per combination) and dependencies."""
     import dataclasses
 
-    from hpcjax.launch import sweeps
-    from hpcjax.launch.spec import parse_after
+    from hpcjax.job import sweeps
+    from hpcjax.job.spec import parse_after
 
     changes = {}
     if args.sweep:
@@ -122,55 +137,37 @@ def shaped(spec, args: argparse.Namespace):
 
 
 def cmd_submit(args: argparse.Namespace, command: list[str]) -> int:
-    from hpcjax import launch
+    from hpcjax.launch import pipeline
 
     values = merged_options(args)  # the profile file is read once
     spec = shaped(spec_from_args(args, command, values), args)
-    cluster = cluster_from_args(args, values)
-    shipping = shipping_of(values, args, cluster)
-    if args.dry_run:
-        from hpcjax.launch.dryrun import dry_run
-
-        shown, said = dry_run(spec, args.backend, cluster)
-        print(said, file=sys.stderr)
-        sys.stdout.write(shown)
-        return 0
     announced: list[str] = []
 
     def announce(job_id: str) -> None:  # on stdout as soon as it is known and recorded
         print(job_id, flush=True)
         announced.append(job_id)
 
+    sub = submission_of(args, spec, values, cluster_from_args(args, values), announce=announce)
+    if args.dry_run:
+        shown, said = pipeline.dry_run(sub)
+        print(said, file=sys.stderr)
+        sys.stdout.write(shown)
+        return 0
     try:
-        if spec.array:
-            elements = launch.submit_array(spec, args.backend, cluster, announce=announce, **shipping)
-        else:
-            elements = [launch.submit(spec, args.backend, cluster, announce=announce, **shipping)]
+        elements = pipeline.submit(sub)
     except KeyboardInterrupt:
         return interrupted_while_submitting(announced)
-    if not args.wait and elements[0].backend == "slurm":
+    if not args.wait and not sub.backend.submitter_follows:
         return 0
     return max((follow(run) for run in elements), default=0)
 
 
 def interrupted_while_submitting(announced: list[str]) -> int:
-    """Ctrl-C while submitting: say what became of the job (SLURM holds it once it has an id; a local
-    job's ranks are this process's children, so they stop)."""
-    if not announced:
-        print("\ninterrupted before the job was submitted: nothing runs", file=sys.stderr)
-        return 130
-    from hpcjax.launch import local
+    """Ctrl-C while submitting: what became of the job (its Runs, if this process runs its ranks)."""
+    from hpcjax.localjobs.processes import started_here_of
 
-    job = announced[0]
-    mine = [run for run in local._started_here if run.job_id.split("_")[0] == job]
-    for run in mine:
-        run.cancel()
-    if mine:
-        print(f"\ninterrupted: stopped local job {job}", file=sys.stderr)
-    else:
-        print(f"\ninterrupted: job {job} was submitted and keeps its place; follow it with `hpcjax status {job}`, "
-              f"or stop it with `hpcjax cancel {job}`", file=sys.stderr)
-    return 130
+    job = announced[0] if announced else None
+    return interrupted(job, started_here_of(job) if job else [])
 
 
 def cmd_status(args: argparse.Namespace, command: list[str]) -> int:

@@ -4,16 +4,12 @@
 from __future__ import annotations
 
 import argparse
-import os
 import re
-import tempfile
-from pathlib import Path
 
 from hpcjax.contract import DEFAULT_OUTPUT_DIR
 from hpcjax.errors import SpecError, UsageError
-from hpcjax.launch.spec import JobSpec, parse_env_assignment
+from hpcjax.job.spec import JobSpec, parse_env_assignment
 
-SIZE = re.compile(r"(\d+)([KMG]?)", re.IGNORECASE)
 # Options whose value may itself start with "--" (`--container-flag --cleanenv`);
 # argparse would take such a value for an option of its own.
 DASHED_VALUES = ("--container-flag",)
@@ -122,7 +118,7 @@ def add_job_options(parser: argparse.ArgumentParser, job_name: str = "hpcjax", t
     box = parser.add_argument_group("container")
     box.add_argument("--image", help="container image: a .sif path, a URI, a Charliecloud directory, a pyxis "
                                      "image (registry#image:tag), or $VAR set by a module")
-    from hpcjax.containers import runtime as runtime_table
+    from hpcjax.containers import table as runtime_table
 
     box.add_argument("--runtime", help=f"{', '.join(runtime_table.names())} (default: "
                                        f"{runtime_table.DEFAULT_WITH_IMAGE} with --image, else {runtime_table.BARE})")
@@ -146,7 +142,7 @@ def add_backend_option(parser: argparse.ArgumentParser) -> None:
 
 def command_line_options(args: argparse.Namespace) -> dict:
     """The job options given on the command line (None: not given)."""
-    from hpcjax.launch.profiles import OPTIONS
+    from hpcjax.job.profiles import OPTIONS
 
     given = {key: getattr(args, key, None) for key in OPTIONS}
     if args.env is not None:
@@ -156,7 +152,7 @@ def command_line_options(args: argparse.Namespace) -> dict:
 
 def merged_options(args: argparse.Namespace) -> dict:
     """The profile's values (if --profile) under the command line's."""
-    from hpcjax.launch import profiles
+    from hpcjax.job import profiles
 
     values = profiles.resolve(args.profile, args.profile_file)[0] if args.profile else {}
     if args.profile_file and not args.profile and not getattr(args, "cluster", None):
@@ -167,7 +163,7 @@ def merged_options(args: argparse.Namespace) -> dict:
 def spec_from_args(args: argparse.Namespace, command: list[str], values: dict | None = None) -> JobSpec:
     """The job's spec; `values`: merged_options(args), when the caller has them already. A bad
     value is named as the user gave it: the flag, or the profile's file, name and key."""
-    from hpcjax.launch import profiles
+    from hpcjax.job import profiles
 
     try:
         return profiles.build_spec(command, merged_options(args) if values is None else values,
@@ -197,7 +193,7 @@ def flagged(message: str, names) -> str:
 def as_given(err: SpecError, args: argparse.Namespace) -> SpecError:
     """err with its fields named as the user gave them: `gpus_per_process=3` becomes
     `--gpus-per-process 3` when the command line said it, else the profile that did is named."""
-    from hpcjax.launch import profiles
+    from hpcjax.job import profiles
 
     message, given = err.message, command_line_options(args)
     for key in [k for k in err.fields if k in profiles.OPTIONS]:
@@ -230,11 +226,14 @@ def cluster_from_args(args: argparse.Namespace, values: dict | None = None):
     """The Cluster the options name (None: this machine): --cluster (a profile naming a host,
     or an SSH destination), else the profile's host, else $HPCJAX_CLUSTER; --remote-dir over
     them. The local backend is this machine whatever the defaults say."""
-    from hpcjax.launch import profiles
+    from hpcjax.job import profiles
 
-    name = getattr(args, "cluster", None)
-    if name is None and getattr(args, "backend", "auto") == "local":
-        return None
+    name, backend = getattr(args, "cluster", None), getattr(args, "backend", "auto") or "auto"
+    if name is None and backend != "auto":
+        from hpcjax import backends
+
+        if not backends.get(backend).reaches_clusters:  # this machine's whatever the defaults say
+            return None
     cluster = profiles.cluster_named(name, values, getattr(args, "profile_file", None),
                                      profile=getattr(args, "profile", None))
     if cluster is not None and getattr(args, "remote_dir", None):
@@ -242,59 +241,3 @@ def cluster_from_args(args: argparse.Namespace, values: dict | None = None):
 
         cluster = dataclasses.replace(cluster, remote_dir=args.remote_dir)
     return cluster
-
-
-def output_file(text: str | None, flag: str = "-o") -> Path:
-    """The file an `-o` names, refused before any work when it cannot be one: empty, a
-    directory, or in a directory that cannot be made or written."""
-    if text is None or not text.strip():
-        raise UsageError(f"{flag} names no file", f"give a file name: {flag} job.sh")
-    path = Path(text)
-    if path.is_dir() or text.endswith("/"):
-        raise UsageError(f"{flag} {text!r} is a directory", f"give a file name in it: {flag} {text.rstrip('/')}/NAME")
-    existing = next(p for p in [path.parent, *path.parent.parents] if p.exists() or p == Path(p.anchor or "."))
-    if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
-        why = "is not a directory" if not existing.is_dir() else "is not writable by you"
-        raise UsageError(f"cannot write {text!r}: {str(existing) or '.'} {why}",
-                         f"give {flag} a path in a directory you can write")
-    return path
-
-
-def write_atomically(path: Path, text: str | bytes, mode: int = 0o755) -> None:
-    """Write text to path in one step: a reader never sees half a script."""
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    except OSError as err:
-        raise UsageError(f"cannot write {str(path)!r}: {err.strerror}", "give a path in a directory you can write")
-    try:
-        with os.fdopen(fd, "wb" if isinstance(text, bytes) else "w") as handle:
-            handle.write(text)
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException as err:
-        Path(tmp).unlink(missing_ok=True)
-        if isinstance(err, OSError):
-            raise UsageError(f"cannot write {str(path)!r}: {err.strerror}", "give a path you can write "
-                             "(a file, not a directory), on a file system with room") from None
-        raise
-
-
-def parse_size(text: str) -> int:
-    match = SIZE.fullmatch(text.strip())
-    if not match or int(match[1]) <= 0:
-        raise UsageError(f"malformed size {text!r}", "sizes are bytes with an optional K, M or G: 4K, 64M")
-    return int(match[1]) * {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}[match[2].upper()]
-
-
-def parse_sizes(text: str) -> tuple[int, ...]:
-    """'4K:64M' = every power of 4 from 4 KiB to 64 MiB; '4K,1M' = exactly those."""
-    if ":" in text:
-        low, high = (parse_size(part) for part in text.split(":", 1))
-        if high < low:
-            raise UsageError(f"size range {text!r} runs backwards", "write MIN:MAX, e.g. 4K:64M")
-        sizes = [low]
-        while sizes[-1] * 4 <= high:
-            sizes.append(sizes[-1] * 4)
-        return tuple(sizes)
-    return tuple(parse_size(part) for part in text.split(","))

@@ -10,7 +10,7 @@ import sys
 
 def cmd_profile(args: argparse.Namespace, command: list[str]) -> int:
     from hpcjax.errors import UsageError
-    from hpcjax.launch import profiles
+    from hpcjax.job import profiles
 
     path, found = profiles.load(args.profile_file)
     if args.action == "list":

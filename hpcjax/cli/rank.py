@@ -10,7 +10,7 @@ import os
 import sys
 
 from hpcjax.cli import kinds
-from hpcjax.cli.options import parse_sizes
+from hpcjax.cli.kinds import parse_sizes
 from hpcjax.contract import ALL_CHECKS
 
 

@@ -33,9 +33,9 @@ def parse_since(text: str, now: float | None = None) -> float:
 
 
 def load(args: argparse.Namespace) -> list[dict]:
-    from hpcjax.catalog import db
+    from hpcjax import backends
+    from hpcjax.catalog import db, keep
     from hpcjax.contract import JOB_STATES
-    from hpcjax.launch import runs
 
     if args.state is not None and args.state.upper() not in JOB_STATES:
         raise UsageError(f"--state {args.state!r} is not a state a job can be in",
@@ -45,7 +45,7 @@ def load(args: argparse.Namespace) -> list[dict]:
         query = dict(state=args.state, since=since, name=args.name, cluster=args.cluster, sweep=args.sweep)
         rows = db.runs(conn, **query)
         if rows:
-            runs.refresh(conn, rows)
+            keep.refresh(conn, rows, backends.get)
             rows = db.runs(conn, **query)
     return rows
 
@@ -56,9 +56,10 @@ def find(job: str) -> dict:
     with closing(db.connect()) as conn:
         rows = [r for r in db.runs(conn) if job in (r["key"], r["job_id"])]
         if rows:
-            from hpcjax.launch import runs
+            from hpcjax import backends
+            from hpcjax.catalog import keep
 
-            runs.refresh(conn, rows)
+            keep.refresh(conn, rows, backends.get)
             rows = [r for r in db.runs(conn) if r["key"] == rows[0]["key"]]
     if not rows:
         raise UsageError(f"no run {job!r} in the catalog", "`hpcjax runs` lists the runs hpcjax knows")
@@ -213,15 +214,16 @@ def failure_report(run: dict) -> str:
 
 def _cluster(run: dict):
     from hpcjax.catalog import records
-    from hpcjax.launch.profiles import cluster_from_record
+    from hpcjax.job.profiles import cluster_from_record
 
     return cluster_from_record((records.load(run["key"]) or {}).get("cluster"))
 
 
 def cmd_relaunch(args: argparse.Namespace, command: list[str] | None) -> int:
     from hpcjax import launch
+    from hpcjax.launch import pipeline
     from hpcjax.cli.jobs import follow
-    from hpcjax.launch import profiles
+    from hpcjax.job import profiles
 
     run = find(args.job)
     if not run.get("options") or not run.get("command"):
@@ -235,9 +237,9 @@ def cmd_relaunch(args: argparse.Namespace, command: list[str] | None) -> int:
     backend = args.backend if args.backend != "auto" else run["backend"]
     print(f"relaunching run {run['key']}" + (f" with {', '.join(sorted(given))} changed" if given else ""),
           file=sys.stderr)
-    new = launch.submit(spec, backend, _cluster(run))
-    print(new.job_id, flush=True)
-    return follow(new) if args.wait or new.backend == "local" else 0
+    sub = launch.submission(spec, backend, _cluster(run), announce=lambda job: print(job, flush=True))
+    [new] = pipeline.submit(sub)
+    return follow(new) if args.wait or sub.backend.submitter_follows else 0
 
 
 def add_runs_verbs(sub) -> None:

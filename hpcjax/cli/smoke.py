@@ -6,19 +6,40 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
 
-from hpcjax.cli.jobs import shipping_of
+from hpcjax.cli.jobs import submission_of
 from hpcjax.cli.options import (add_backend_option, add_cluster_options, add_job_options, cluster_from_args,
-                                merged_options, parse_sizes, spec_from_args, takes_command)
+                                merged_options, spec_from_args, takes_command)
+from hpcjax.cli.kinds import parse_sizes
 from hpcjax.errors import UsageError
 
 PLOT_FORMATS = (".png", ".svg", ".pdf")
 
 
+def smoke_command(spec, bandwidth: bool, sizes: str | None,
+                  cluster_python: str | None = None) -> tuple[str, ...]:
+    # Bare: this very interpreter (a shared filesystem makes it the nodes' too), or the
+    # cluster's Python when the job goes there over SSH (hpcjax is shipped onto its path).
+    # In a container: the image's python (hpcjax is bound into it).
+    python = "python3" if spec.container.in_container else cluster_python or sys.executable
+    command = [python, "-m", "hpcjax", "check", "all", "--json"]
+    if bandwidth:
+        command.append("--bandwidth")
+    if sizes:
+        command += ["--sizes", sizes]
+    return tuple(command)
+
+
+def smoke_spec(base, bandwidth: bool, sizes: str | None = None,
+               cluster_python: str | None = None):
+    return replace(base, command=smoke_command(base, bandwidth, sizes, cluster_python))
+
+
 def cmd_smoke(args: argparse.Namespace, command: list[str]) -> int:
-    from hpcjax import launch
-    from hpcjax.launch import smoke
+    from hpcjax.follow import verdicts as smoke
+    from hpcjax.launch import pipeline
 
     if command:
         raise UsageError("`hpcjax smoke` runs its own checks and takes no command",
@@ -33,12 +54,12 @@ def cmd_smoke(args: argparse.Namespace, command: list[str]) -> int:
                          "e.g. --plot bandwidth.png")
     values = merged_options(args)
     cluster = cluster_from_args(args, values)
-    spec = smoke.smoke_spec(spec_from_args(args, ["placeholder"], values), args.bandwidth, args.sizes,
-                            cluster.python if cluster else None)
-    backend = "slurm" if cluster else launch.choose_backend(args.backend)
-    # The checks need nothing of the working tree: only hpcjax itself is shipped.
-    run = launch.submit(spec, backend, cluster, ship_code=False, **shipping_of(values, args, cluster)) if cluster \
-        else launch.submit(spec, backend)
+    spec = smoke_spec(spec_from_args(args, ["placeholder"], values), args.bandwidth, args.sizes,
+                      cluster.python if cluster else None)
+    # The checks need nothing of the working tree: only hpcjax is shipped.
+    sub = submission_of(args, spec, values, cluster, ship_code=False)
+    backend = sub.backend.name
+    [run] = pipeline.submit(sub)
     try:
         run.wait()
     except KeyboardInterrupt:

@@ -1,4 +1,4 @@
-"""`hpcjax stacks JOBID`: every rank's Python stacks, grouped (hpcjax.launch.stacks)."""
+"""`hpcjax stacks JOBID`: every rank's Python stacks, grouped (hpcjax.follow.stacks)."""
 
 from __future__ import annotations
 
@@ -12,11 +12,12 @@ from hpcjax.errors import HpcjaxError, UsageError
 
 
 def cmd_stacks(args: argparse.Namespace, command: list[str]) -> int:
-    from hpcjax.launch import attach, stacks
+    from hpcjax import backends
+    from hpcjax.follow import stacks
 
-    run = attach(args.job_id, cluster_from_args(args))
+    run = backends.attach(args.job_id, cluster_from_args(args))
     print(f"taking the stacks of job {run.job_id} (py-spy on every node)...", file=sys.stderr)
-    entries, seconds = stacks.take(run, native=args.native)
+    entries, seconds = stacks.take(run, backends.get(run.backend), native=args.native)
     if args.rank is not None:
         entries = [e for e in entries if e.get("rank") == args.rank]
         if not entries:

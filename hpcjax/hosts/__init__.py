@@ -6,7 +6,7 @@ Standard library only.
 
 from __future__ import annotations
 
-from hpcjax.hosts.local import LocalHost
+from hpcjax.hosts.here import LocalHost
 
 THIS_MACHINE = LocalHost()
 

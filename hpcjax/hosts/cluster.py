@@ -67,31 +67,40 @@ class Cluster:
             _hosts[key] = SshHost(self.destination, self.ssh_options)
         return _hosts[key]
 
+    def home_script(self, *, create: bool = True) -> str:
+        """A shell program that prints remote_dir as an absolute path there: made and checked
+        writable, or (create=False: render, --dry-run, the check step) the path it would be,
+        checked writable where it would be made, nothing made. Exit 3 when it cannot be."""
+        path = self.remote_dir.replace("~", "$HOME", 1) if self.remote_dir.startswith("~") else self.remote_dir
+        if create:
+            return (f'd="{path}"; mkdir -p -- "$d" && [ -w "$d" ] && cd -- "$d" && pwd -P || '
+                    f'{{ echo "cannot create or write $d" >&2; exit 3; }}')
+        # shell builtins only: a login whose PATH misses coreutils must still get an answer
+        return (f'( d="{path}"; [ -d "$d" ] && [ -w "$d" ] && cd -- "$d" && pwd -P && exit 0; '
+                'case "$d" in /*) full="$d";; *) full="$PWD/$d";; esac; '
+                'p="$full"; while [ -n "$p" ] && [ ! -e "$p" ]; do p="${p%/*}"; done; '
+                '[ -d "${p:-/}" ] && [ -w "${p:-/}" ] && printf "%s\\n" "$full" && exit 0; '
+                'echo "cannot create or write $d"; exit 3 )')
+
     def home(self, *, create: bool = True) -> str:
-        """remote_dir as an absolute path on the cluster, created and checked writable (once).
-        create=False (render, --dry-run): nothing is made there; the path it would be, checked
-        writable where it would be made."""
+        """remote_dir as an absolute path on the cluster, created and checked writable (once per
+        process); create=False: what home_script(create=False) says, nothing made (not kept)."""
         key = (self.destination, self.ssh_options, self.remote_dir)
         if key not in _homes:
-            path = self.remote_dir.replace("~", "$HOME", 1) if self.remote_dir.startswith("~") else self.remote_dir
-            script = (f'd="{path}"; mkdir -p -- "$d" && [ -w "$d" ] && cd -- "$d" && pwd -P || '
-                      f'{{ echo "cannot create or write $d" >&2; exit 3; }}')
-            if not create:  # the nearest existing directory on its way must be writable
-                script = (f'd="{path}"; [ -d "$d" ] && [ -w "$d" ] && cd -- "$d" && pwd -P && exit 0; '
-                          'p="$d"; while [ ! -e "$p" ]; do p=$(dirname -- "$p"); done; '
-                          '[ -d "$p" ] && [ -w "$p" ] && case "$d" in /*) printf "%s\\n" "$d";; '
-                          '*) printf "%s/%s\\n" "$PWD" "$d";; esac && exit 0; '
-                          'echo "cannot create or write $d" >&2; exit 3')
-            done = self.host().run(["sh", "-c", script])
+            done = self.host().run(["sh", "-c", self.home_script(create=create)])
             if done.returncode != 0:
                 raise HpcjaxError(f"the remote directory {self.remote_dir} is not usable on {self.name}: "
                                   f"{done.stderr.strip() or done.stdout.strip()}",
                                   "set remote_dir in the profile to a directory you can write there, "
                                   'e.g. remote_dir = "$SCRATCH/hpcjax"')
             if not create:
-                return done.stdout.strip()  # not kept: the next submit makes it
+                return done.stdout.strip()
             _homes[key] = done.stdout.strip()
         return _homes[key]
+
+    def remember_home(self, path: str) -> None:
+        """remote_dir as it is there, made already (by the stage step's first command)."""
+        _homes[(self.destination, self.ssh_options, self.remote_dir)] = path
 
     def as_record(self) -> dict:
         """What a job record keeps: which cluster, and where its files are. Never how to reach

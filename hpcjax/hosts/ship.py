@@ -41,11 +41,12 @@ class Shipped:
     sent_bytes: int  # bytes of file data rsync sent (its "Literal data")
 
 
-def rsync(host, *args: str, into: str, input: bytes | None = None) -> str:
+def rsync(host, *args: str, into: str, input: bytes | None = None, parent_made: bool = False) -> str:
     """rsync through the host's shared SSH connection into a directory there (made first:
-    rsync's own --mkpath is too new for many clusters' rsync); its --stats output."""
-    made = host.run(["mkdir", "-p", "--", into])
-    if made.returncode != 0:
+    rsync's own --mkpath is too new for many clusters' rsync; with parent_made, rsync makes the
+    last part itself and no round trip is spent); its --stats output."""
+    made = host.run(["mkdir", "-p", "--", into]) if not parent_made else None
+    if made is not None and made.returncode != 0:
         raise HpcjaxError(f"cannot make {into} on {host.destination}: {made.stderr.strip()}",
                           "free space or fix permissions there (quota -s; ls -ld on remote_dir)")
     return _rsync(host, [*args, f"{host.destination}:{into}/"], input)
@@ -80,6 +81,7 @@ def _rsync(host, args: list[str], input: bytes | None) -> str:
     ssh = ["-e", shlex.join(host.ssh("-o", "ControlMaster=no", "-o", "BatchMode=yes"))] if host.remote else []
     if host.remote:
         host.connect()
+        host.round_trips += 1
     done = subprocess.run(["rsync", *ssh, "--protect-args", "--stats", *args], input=input, capture_output=True)
     said = done.stderr.decode(errors="replace").strip()
     if done.returncode != 0:
@@ -125,11 +127,12 @@ def package_target(home: str) -> str:
     return f"{home}/hpcjax/{__version__}-{package_digest()}"
 
 
-def ship_hpcjax(host, home: str) -> tuple[str, bool]:
-    """hpcjax's package on the cluster (shipped unless that content is there already): the
-    directory to put first on PYTHONPATH, and whether it was sent now."""
+def ship_hpcjax(host, home: str, present: bool | None = None) -> tuple[str, bool]:
+    """hpcjax's package on the cluster (shipped unless that content is there already; `present`:
+    whether it is, when the caller has asked): the directory to put first on PYTHONPATH, and
+    whether it was sent now."""
     target = package_target(home)
-    if host.files.exists(f"{target}/{DONE}"):
+    if present if present is not None else host.files.exists(f"{target}/{DONE}"):
         return target, False
     root = package_dir()
     listing = b"\0".join(str(p.relative_to(root.parent)).encode() for p in package_files())
@@ -186,17 +189,20 @@ def project_name(root: Path) -> str:
     return f"{re.sub(r'[^A-Za-z0-9._-]', '_', root.name)}-{hashlib.sha256(str(root).encode()).hexdigest()[:8]}"
 
 
-def ship_tree(host, home: str, root: Path, limit_mb: int = DEFAULT_LIMIT_MB, leave_out: tuple[str, ...] = ()
-              ) -> Shipped:
+def ship_tree(host, home: str, root: Path, limit_mb: int = DEFAULT_LIMIT_MB, leave_out: tuple[str, ...] = (),
+              previous: list[str] | None = None) -> Shipped:
     """A new snapshot of the tree on the cluster (less the directories `leave_out`, relative to the
-    root); unchanged files hard-linked to the last one."""
+    root); unchanged files hard-linked to the last one. `previous`: the snapshots there (listed,
+    and their directory made, by the caller), else they are asked for."""
     names = tree_files(root, leave_out)
     total = check_size(root, names, limit_mb)
     base = f"{home}/code/{project_name(root)}"
-    previous = [n for n in host.files.list_names(base) if not n.startswith(".")]
+    made = previous is not None
+    if previous is None:
+        previous = [n for n in host.files.list_names(base) if not n.startswith(".")]
     stamp = f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
     link = [f"--link-dest=../{previous[-1]}"] if previous else []
-    out = rsync(host, "-rlt", "--from0", "--files-from=-", *link, f"{root}/", into=f"{base}/{stamp}",
+    out = rsync(host, "-rlt", "--from0", "--files-from=-", *link, f"{root}/", into=f"{base}/{stamp}", parent_made=made,
                 input=b"\0".join(n.encode(errors="surrogateescape") for n in names))
     sent_files, sent_bytes = stats(out)
     return Shipped(f"{base}/{stamp}", len(names), total, sent_files, sent_bytes)
@@ -231,17 +237,23 @@ def outside_links(path: Path) -> list[str]:
     return sorted(found)
 
 
-def upload(host, home: str, local: Path) -> Shipped:
+def upload_target(home: str, local: Path) -> str:
+    """Where a local directory (or file) is stored there, by its content."""
+    return f"{home}/data/{content_digest(local.resolve())}"
+
+
+def upload(host, home: str, local: Path, present: bool | None = None) -> Shipped:
     """A local directory (or file) on the cluster, stored by content: a second upload of the
-    same content sends nothing. Its path there is `Shipped.path`."""
+    same content sends nothing (`present`: whether it is there, when the caller has asked). Its
+    path there is `Shipped.path`."""
     local = local.resolve()
-    target = f"{home}/data/{content_digest(local)}"
+    target = upload_target(home, local)
     name = local.name
     count = 1 if local.is_file() else sum(1 for p in local.rglob("*") if p.is_file())
     size = local.stat().st_size if local.is_file() else sum(p.stat().st_size for p in local.rglob("*") if p.is_file())
-    if host.files.exists(f"{target}/{DONE}"):
+    if present if present is not None else host.files.exists(f"{target}/{DONE}"):
         return Shipped(f"{target}/{name}", count, size, 0, 0)
-    out = rsync(host, "-rlt", str(local), into=target)
+    out = rsync(host, "-rlt", str(local), into=target, parent_made=present is not None)
     host.files.write_text(f"{target}/{DONE}", f"{local}\n")
     sent_files, sent_bytes = stats(out)
     return Shipped(f"{target}/{name}", count, size, sent_files, sent_bytes)

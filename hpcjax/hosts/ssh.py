@@ -90,6 +90,7 @@ class SshHost:
         self.name = f"{destination} (over SSH)"
         self.files = RemoteFiles(self)
         self._connected = False
+        self.round_trips = 0  # commands sent over the connection (ssh, rsync): what a submission costs
 
     def ssh(self, *extra: str) -> list[str]:
         # Keyed by the destination and options as given, not only by OpenSSH's %C (user, host,
@@ -141,6 +142,7 @@ class SshHost:
 
     def _run(self, argv, *, input, timeout, text: bool) -> subprocess.CompletedProcess:
         self.connect()
+        self.round_trips += 1
         remote = "bash -lc " + shlex.quote(shlex.join(argv))
         full = self.ssh("-o", "ControlMaster=no", "-o", "BatchMode=yes",
                         "-o", f"ConnectTimeout={CONNECT_TIMEOUT_S}", self.destination, "--", remote)

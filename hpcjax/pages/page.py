@@ -18,7 +18,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hpcjax import rundir
+from hpcjax import jsonlines, rundir
 from hpcjax.errors import UsageError
 
 PLOTS = ("loss", "throughput", "step_times")
@@ -100,12 +100,9 @@ def _number(value) -> bool:
 
 def _entry(line: str) -> tuple[dict, str]:
     """(the line's object, '') or ({}, why it is skipped): each kind with the fields the page uses."""
-    try:
-        entry = json.loads(line)
-    except ValueError:
-        return {}, "is cut short (a killed run?) or not JSON"
-    if not isinstance(entry, dict):
-        return {}, f"is a JSON {type(entry).__name__}, not an object"
+    entry, why = jsonlines.parse(line)
+    if entry is None:
+        return {}, why
     if not (isinstance(entry.get("step"), int) and not isinstance(entry["step"], bool) and entry["step"] >= 0):
         return {}, "has no step number"
     kind = rundir.kind_of(entry)

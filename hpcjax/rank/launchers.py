@@ -13,7 +13,7 @@ from typing import Mapping
 
 from hpcjax.contract import RESTART_COUNT, derived_port
 from hpcjax.errors import LayoutError
-from hpcjax.rank.nodelist import expand_hostlist
+from hpcjax.nodelist import expand_hostlist
 
 # What JAX itself reads (jax/_src/distributed.py), honoured before any launcher.
 JAX_COORDINATOR_ADDRESS = "JAX_COORDINATOR_ADDRESS"

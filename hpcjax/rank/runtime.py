@@ -48,7 +48,7 @@ def has_cuda_plugin() -> bool:
 # The variables container runtimes set inside: the name to say where a rank runs.
 def container_name(environ: MutableMapping[str, str] = os.environ) -> str | None:
     """The runtime whose container this rank runs in (each runtime names the variables it sets)."""
-    from hpcjax.containers.runtime import inside
+    from hpcjax.containers.table import inside
 
     return inside(environ)
 

@@ -7,7 +7,7 @@ import pytest
 
 import hpcjax
 from hpcjax.api import session
-from hpcjax.api.configs import node_local_reason
+from hpcjax.hosts.here import node_local_reason
 from hpcjax.errors import SpecError, UsageError
 
 
@@ -113,7 +113,7 @@ def test_reported_values_become_plain_numbers():
 
 def test_a_container_job_binds_the_storage_and_every_data_path_in_place(tmp_path):
     from hpcjax.containers.binds import in_place as with_binds
-    from hpcjax.launch.spec import Container
+    from hpcjax.job.spec import Container
 
     image = tmp_path / "jax.sif"
     image.touch()
@@ -204,7 +204,7 @@ def test_the_rank_the_outcome_blames_is_reported_not_another_ranks_consequence(t
     from hpcjax.api import folder
     from hpcjax.api.calls import RemoteError, read_result
     from hpcjax.hosts.files import LocalFiles
-    from hpcjax.launch.outcome import Outcome, RankFailure
+    from hpcjax.follow.outcome import Outcome, RankFailure
 
     folder.element_dir(tmp_path, 0).mkdir(parents=True)
     consequence = ("error", "Traceback ...\nValueError: Gloo AllGather failed: Connection closed by peer\n", None,

@@ -5,7 +5,7 @@ Preemption here is SLURM's: USR2 to every task of the running job."""
 import pytest
 
 import api_cases
-from hpcjax.launch import slurmctl
+from hpcjax.slurm import controller as slurmctl
 
 pytestmark = pytest.mark.cluster
 

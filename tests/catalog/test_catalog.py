@@ -19,7 +19,8 @@ from conftest import run_hpcjax
 from hpcjax.catalog import db
 from hpcjax.cli.runs import parse_since, usage
 from hpcjax.errors import UsageError
-from hpcjax.launch import runs
+from hpcjax.slurm.status import parse_attempts
+from hpcjax.catalog import keep as runs
 
 SACCT = """\
 705|REQUEUED|2026-11-24T14:50:30|2026-11-24T14:50:39|node[1-2]|billing=4,cpu=4,gres/gpu=4,node=2|0:15
@@ -31,7 +32,7 @@ SACCT = """\
 
 
 def test_sacct_rows_become_attempts_in_order_with_their_gpus():
-    found = runs.parse_attempts(SACCT)
+    found = parse_attempts(SACCT)
     assert [(a["attempt"], a["state"], a["gpus"], a["end"] - a["start"]) for a in found["705"]] == \
         [(1, "REQUEUED", 4, 9.0), (2, "COMPLETED", 4, 9.0)]
     assert found["706_1"][0]["exit_code"] == 3 and found["706_1"][0]["nodelist"] == "node1"

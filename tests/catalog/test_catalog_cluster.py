@@ -13,7 +13,7 @@ import pytest
 import api_cases
 import hpcjax
 from conftest import run_hpcjax
-from hpcjax.launch.slurmctl import run_slurm
+from hpcjax.slurm.controller import run_slurm
 
 pytestmark = pytest.mark.cluster
 

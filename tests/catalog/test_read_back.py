@@ -12,7 +12,8 @@ from hpcjax import launch
 from hpcjax.catalog import records
 from hpcjax.errors import UsageError
 from hpcjax.hosts.cluster import Cluster
-from hpcjax.launch import profiles, remote
+from hpcjax.job import profiles
+from hpcjax import backends
 
 HOSTILE = {"destination": "login.example.org", "remote_dir": "$HOME/hpcjax",
            "ssh_options": ["-oProxyCommand=touch /tmp/pwned-by-a-record"], "python": "/tmp/evil-python"}
@@ -26,7 +27,7 @@ def record(**more) -> dict:
 def test_a_record_on_the_cluster_never_chooses_how_the_laptop_connects(monkeypatch, hpcjax_home):
     """`hpcjax status JOBID --cluster NAME` on a fresh laptop reads the record from the cluster."""
     mine = Cluster("login.example.org", ssh_options=("-F", "/home/me/.ssh/hpc_config"), python="python3.11")
-    monkeypatch.setattr(remote, "load_record", lambda cluster, job: record(cluster=HOSTILE))
+    monkeypatch.setattr(backends, "load_record_there", lambda cluster, job: record(cluster=HOSTILE))
     run = launch.attach("1234", mine)
     assert run.cluster is mine
     assert run.host.options == ("-F", "/home/me/.ssh/hpc_config")
@@ -85,7 +86,7 @@ def test_a_result_pickle_another_user_wrote_is_never_loaded(tmp_path):
     from hpcjax.api import folder
     from hpcjax.api.calls import RemoteError, read_result
     from hpcjax.hosts.files import LocalFiles
-    from hpcjax.launch.outcome import Outcome
+    from hpcjax.follow.outcome import Outcome
 
     folder.element_dir(tmp_path, 0).mkdir(parents=True)
     planted = folder.result_path(tmp_path, 0, 0)

@@ -14,8 +14,8 @@ import pytest
 
 from hpcjax.cli import build_parser, main
 from hpcjax.containers.recipes import recipe
-from hpcjax.launch.render import render_sbatch
-from hpcjax.launch.spec import Container, JobSpec
+from hpcjax.slurm.script import render_sbatch
+from hpcjax.job.spec import Container, JobSpec
 
 
 def cli(cwd: Path, *argv: str) -> tuple[int, str, str]:

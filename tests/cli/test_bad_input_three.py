@@ -89,8 +89,8 @@ def test_a_corpus_too_small_says_raise_it():
     ("sbatch: error: Batch job submission failed: Job violates accounting/QOS policy", "over a limit of your"),
 ])
 def test_each_sbatch_refusal_has_its_own_hint(said, words):
-    from hpcjax.hosts.local import LocalHost
-    from hpcjax.launch.slurmctl import Slurm
+    from hpcjax.hosts.here import LocalHost
+    from hpcjax.slurm.controller import Slurm
 
     assert words in Slurm(LocalHost()).refusal_hint(said)
 

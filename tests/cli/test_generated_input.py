@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from hpcjax import shellword
 from hpcjax.errors import ConfigError, UsageError
-from hpcjax.launch import profiles
+from hpcjax.job import profiles
 from hpcjax.pages.page import read_run, render
 
 from test_bad_input import cli

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -18,8 +17,8 @@ import hpcjax
 from hpcjax import jsonlines
 from hpcjax.catalog import records
 from hpcjax.errors import HpcjaxError
-from hpcjax.launch import profiles
-from hpcjax.launch.spec import parse_after
+from hpcjax.job import profiles
+from hpcjax.job.spec import parse_after
 
 from test_bad_input import cli
 from test_generated_input import PIECES, hostile
@@ -149,7 +148,7 @@ def test_compiled_refuses_a_name_that_is_not_plain(tmp_path_factory, name):
 @SETTINGS
 @given(text=hostile | st.text(max_size=20))
 def test_an_upload_is_a_directory_and_a_plain_relative_name_or_refused(tmp_path_factory, text):
-    from hpcjax.launch.remote import UPLOAD_NAME, parse_upload
+    from hpcjax.launch.uploads import UPLOAD_NAME, parse_upload
 
     work = tmp_path_factory.mktemp("u")
     (work / "data").mkdir()

@@ -9,8 +9,8 @@ import pytest
 
 from hpcjax.errors import LayoutError, SpecError
 from hpcjax.containers.binds import hpcjax_package_dir
-from hpcjax.launch.render import render_sbatch
-from hpcjax.launch.spec import Container, JobSpec, Layout
+from hpcjax.slurm.script import render_sbatch
+from hpcjax.job.spec import Container, JobSpec, Layout
 from hpcjax.rank import runtime
 from hpcjax.rank.mapping import resolve
 
@@ -101,7 +101,7 @@ def test_bad_container_input_is_refused_with_what_would_be_valid(tmp_path, image
     assert "charliecloud, pyxis" in raised.value.hint
     # A missing image file is the submitting machine's to find (here, or the login node's).
     from hpcjax.containers.binds import check_before_submit
-    from hpcjax.launch.spec import JobSpec
+    from hpcjax.job.spec import JobSpec
 
     with pytest.raises(SpecError, match="image '/no/such.sif' does not exist"):
         check_before_submit(JobSpec(command=("x",), container=Container(runtime="apptainer", image="/no/such.sif")))
@@ -127,15 +127,15 @@ def test_a_gpu_node_whose_jax_has_no_cuda_plugin_is_refused(monkeypatch):
 
 
 def test_a_missing_bind_source_is_refused_before_submission(tmp_path, hpcjax_home):
+    from hpcjax import launch
     from hpcjax.errors import UsageError
-    from hpcjax.launch import slurm
 
     sif = tmp_path / "jax.sif"
     sif.touch()
     job = spec(Container(runtime="apptainer", image=str(sif), binds=(f"{tmp_path}/gone:/data",)),
                output_dir=str(tmp_path / "logs"))
     with pytest.raises(UsageError, match="bind source '.*/gone' does not exist on this machine") as raised:
-        slurm.submit(job)
+        launch.submit(job, "slurm")
     assert "$SCRATCH" in raised.value.hint
     assert not (tmp_path / "logs").exists()  # nothing written, nothing submitted
     later = spec(Container(runtime="apptainer", image=str(sif), binds=("$SCRATCH/data:/data",)))

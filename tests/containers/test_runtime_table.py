@@ -7,11 +7,11 @@ import subprocess
 import pytest
 
 from hpcjax.cli import build_parser
-from hpcjax.containers import runtime as table
-from hpcjax.containers.runtime import Launch, Runtime, register
+from hpcjax.containers import table
+from hpcjax.containers.table import Launch, Runtime, register
 from hpcjax.errors import SpecError
-from hpcjax.launch.render import render_sbatch
-from hpcjax.launch.spec import Container, JobSpec, Layout
+from hpcjax.slurm.script import render_sbatch
+from hpcjax.job.spec import Container, JobSpec, Layout
 from hpcjax.rank.runtime import container_name
 
 

@@ -103,7 +103,7 @@ def test_uploads_are_named_as_given_stored_by_name_and_content_and_refuse_what_w
     """Issue 34: two directories of the same files both uploaded left the second name dangling;
     --upload '' shipped the whole working directory; a link named ./data was uploaded under its
     target's name; links inside that lead out would reach the cluster's files."""
-    from hpcjax.launch.remote import parse_upload
+    from hpcjax.launch.uploads import parse_upload
 
     for name in ("a", "b"):
         (tmp_path / name).mkdir()
@@ -138,8 +138,8 @@ def test_uploads_are_named_as_given_stored_by_name_and_content_and_refuse_what_w
 
 
 def test_relative_run_dirs_are_kept_beside_the_snapshots_and_fetched_runs_never_ship(tmp_path, monkeypatch):
-    from hpcjax.launch.remote import relative_run_dirs
-    from hpcjax.launch.spec import JobSpec
+    from hpcjax.launch.uploads import relative_run_dirs
+    from hpcjax.job.spec import JobSpec
 
     (tmp_path / "sub").mkdir()
     monkeypatch.chdir(tmp_path / "sub")

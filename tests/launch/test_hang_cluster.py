@@ -14,7 +14,7 @@ import pytest
 import api_cases
 from conftest import DATA_DIR, run_hpcjax
 from hpcjax.launch import submit
-from hpcjax.launch.spec import JobSpec, Layout
+from hpcjax.job.spec import JobSpec, Layout
 from support import MODEL
 
 pytestmark = pytest.mark.cluster

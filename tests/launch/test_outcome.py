@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from hpcjax.launch.outcome import TaskEvent, analyze, srun_events, tail_lines
+from hpcjax.follow.outcome import TaskEvent, analyze, srun_events, tail_lines
 
 BATCH_LOG = """\
 srun: error: node2: task 5: Exited with exit code 3
@@ -114,7 +114,7 @@ def test_of_two_ranks_the_one_outside_jax_held_the_one_waiting_in_a_collective()
     """Two ranks at the same step, stacks of one each: no majority, so the rank that is not inside JAX
     (stuck in its own code) is the one the other waits for in the collective (the seam matrix's cell
     trainer-slurm-hang_short: it said "every rank stopped at the same place")."""
-    from hpcjax.launch import hangs
+    from hpcjax.follow import hangs
 
     waiting = _hang_entry(0, 6, ("_handle_array_process_allgather", "jax/experimental/multihost_utils.py"),
                           ("loop", "probe.py"))

@@ -13,8 +13,8 @@ import pytest
 
 from conftest import REPO, run_hpcjax
 from hpcjax.errors import ConfigError, SpecError
-from hpcjax.launch.profiles import job_spec, resolve
-from hpcjax.launch.render import render_sbatch
+from hpcjax.job.profiles import job_spec, resolve
+from hpcjax.slurm.script import render_sbatch
 
 EXAMPLES = REPO / "profiles" / "examples.toml"
 

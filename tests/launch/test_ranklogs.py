@@ -9,10 +9,10 @@ import pytest
 
 from hpcjax.hosts import files as files_module
 from hpcjax.hosts.files import LocalFiles, RemoteFiles
-from hpcjax.hosts.local import LocalHost
-from hpcjax.launch import ranklogs
-from hpcjax.launch.outcome import TaskEvent, analyze
-from hpcjax.launch.ranklogs import RankLogs
+from hpcjax.hosts.here import LocalHost
+from hpcjax.follow import ranklogs
+from hpcjax.follow.outcome import TaskEvent, analyze
+from hpcjax.follow.ranklogs import RankLogs
 
 
 LINES = [f"step {i}: loss {i / 7:.4f} " + "x" * (i % 90) + "\n" for i in range(5000)]

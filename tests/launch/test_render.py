@@ -12,8 +12,8 @@ from hpcjax.contract import derived_port
 from hpcjax import shellword
 from hpcjax.errors import SpecError
 from hpcjax.containers.binds import hpcjax_package_dir
-from hpcjax.launch.render import render_sbatch
-from hpcjax.launch.spec import Container, JobSpec, Layout
+from hpcjax.slurm.script import render_sbatch
+from hpcjax.job.spec import Container, JobSpec, Layout
 
 # Each would create MARKER if any shell ever evaluated it.
 HOSTILE = [

@@ -12,7 +12,7 @@ import pytest
 
 from conftest import assert_rank_3_of_4_failed_alone, run_hpcjax
 from hpcjax.launch import attach, submit
-from hpcjax.launch.spec import JobSpec, Layout
+from hpcjax.job.spec import JobSpec, Layout
 
 # Each rank says who it is; rank FAIL exits with code 3 (or kills itself) after a word.
 RANK = ("import os, signal, sys, time; r = int(os.environ['SUBMITIT_LOCAL_GLOBALID']); "

@@ -6,7 +6,7 @@ import subprocess
 import pytest
 
 from hpcjax.errors import HpcjaxError, UsageError
-from hpcjax.launch.slurmctl import Slurm, check_job_id
+from hpcjax.slurm.controller import Slurm, check_job_id
 
 
 class FakeHost:
@@ -99,7 +99,7 @@ def test_a_job_that_ended_for_good_is_not_asked_about_again():
 
 
 def test_without_accounting_the_controller_answers_and_it_is_said_once(capsys, monkeypatch):
-    monkeypatch.setattr("hpcjax.launch.slurmctl.QUERY_BACKOFF_S", 0.0)  # sacct is retried: not slowly here
+    monkeypatch.setattr("hpcjax.slurm.controller.QUERY_BACKOFF_S", 0.0)  # sacct is retried: not slowly here
     def answers(argv):
         if argv[0] == "sacct":
             return 1, "sacct: error: Problem talking to the database: Connection refused"

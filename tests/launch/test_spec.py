@@ -1,7 +1,7 @@
 import pytest
 
 from hpcjax.errors import SpecError, UsageError
-from hpcjax.launch.spec import (Container, JobSpec, Layout, format_walltime, parse_env_assignment,
+from hpcjax.job.spec import (Container, JobSpec, Layout, format_walltime, parse_env_assignment,
                          parse_walltime)
 
 

@@ -9,12 +9,11 @@ import os
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
 from conftest import run_hpcjax
-from hpcjax.launch import stacks
+from hpcjax.follow import stacks
 from hpcjax.rank import stacks as node
 
 PROGRAM = """

@@ -173,7 +173,7 @@ def test_a_killed_rank_ends_the_job_and_is_named(tmp_path, slurm_cluster, hpcjax
 
 def test_python_api_submits_and_waits(tmp_path, slurm_cluster, hpcjax_home, monkeypatch):
     from hpcjax.launch import submit
-    from hpcjax.launch.spec import JobSpec, Layout
+    from hpcjax.job.spec import JobSpec, Layout
 
     monkeypatch.chdir(tmp_path)
     layout = Layout(nodes=2, gpus_per_node=1)

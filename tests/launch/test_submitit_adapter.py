@@ -7,9 +7,9 @@ import os
 
 import submitit
 
-from hpcjax.launch.render import render_sbatch
-from hpcjax.launch.slurm import SUBMITIT_HOOKS, executor_class
-from hpcjax.launch.spec import JobSpec, Layout
+from hpcjax.slurm.script import render_sbatch
+from hpcjax.slurm.sbatch import SUBMITIT_HOOKS, executor_class
+from hpcjax.job.spec import JobSpec, Layout
 
 
 def test_the_hooks_hpcjax_overrides_still_exist_with_the_same_parameters():
@@ -29,7 +29,7 @@ def test_submitit_submits_exactly_the_rendered_script(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
     spec = JobSpec(command=("python", "train.py"), layout=Layout(nodes=2, gpus_per_node=4),
                    output_dir=str(tmp_path / "logs"))
-    (tmp_path / "logs").mkdir()  # hpcjax.launch.slurm.submit creates it: sbatch needs it
+    (tmp_path / "logs").mkdir()  # hpcjax.slurm.job.submit creates it: sbatch needs it
     job = executor_class()(spec).submit_spec()
     assert job.job_id == "4242"
     assert (tmp_path / "submitted.sh").read_text() == render_sbatch(spec)

@@ -14,9 +14,9 @@ import pytest
 import hpcjax
 from conftest import DATA_DIR, run_hpcjax
 from hpcjax.errors import UsageError
-from hpcjax.launch import sweeps
-from hpcjax.launch.render import render_sbatch
-from hpcjax.launch.spec import JobSpec, dependencies
+from hpcjax.job import sweeps
+from hpcjax.slurm.script import render_sbatch
+from hpcjax.job.spec import JobSpec, dependencies
 
 SWEEP_PROGRAM = str(DATA_DIR / "sweep_program.py")
 

@@ -15,7 +15,7 @@ import pytest
 
 from conftest import run_hpcjax
 from hpcjax.launch import attach
-from hpcjax.launch.slurmctl import run_slurm
+from hpcjax.slurm.controller import run_slurm
 from support import MODEL
 
 pytestmark = pytest.mark.cluster

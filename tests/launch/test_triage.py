@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from hpcjax.launch.triage import CAUSES, classify, silent_ranks, triage
+from hpcjax.follow.triage import CAUSES, classify, silent_ranks, triage
 
 HEARTBEATS = """E1122 19:22:44.994423   17265 coordination_service.cc:1549] [10754179529654098767] Use error polling \
 to propagate the following error to all tasks: UNAVAILABLE: The following tasks are unhealthy (stopped sending \

@@ -14,7 +14,7 @@ import pytest
 
 from conftest import DATA_DIR
 from hpcjax import launch
-from hpcjax.launch.spec import JobSpec, Layout
+from hpcjax.job.spec import JobSpec, Layout
 from hpcjax.rank import barriers
 
 pytestmark = pytest.mark.jax  # the unit tests patch JAX too

@@ -18,7 +18,7 @@ from conftest import DATA_DIR, run_hpcjax
 from hpcjax import timeouts
 from hpcjax.errors import ConfigError
 from hpcjax.launch import submit
-from hpcjax.launch.spec import JobSpec, Layout
+from hpcjax.job.spec import JobSpec, Layout
 from hpcjax.timeouts import HangSettings
 
 PROGRAM = str(DATA_DIR / "hang_program.py")  # the modes are described there

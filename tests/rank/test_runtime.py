@@ -8,14 +8,14 @@ import pytest
 
 from hpcjax.contract import format_bytes
 from hpcjax.rank.checks import bus_bandwidth
-from hpcjax.cli.options import parse_sizes
+from hpcjax.cli.kinds import parse_sizes
 from hpcjax.errors import UsageError
-from hpcjax.contract import free_port
+from hpcjax.localjobs.environment import free_port
 from hpcjax.rank.mapping import DistributedEnv
 from hpcjax.rank.rendezvous import RendezvousError, check_in, gather, roll_call
 from hpcjax.rank.runtime import (InitializeError, heartbeat_timeout_s, init_timeout_s, initialize_kwargs,
                                  prepare_environment)
-from hpcjax.launch.smoke import verdicts
+from hpcjax.follow.verdicts import verdicts
 
 
 def denv(platform="gpu", n=4, pid=1, ids=(1,), k=1):
@@ -214,7 +214,7 @@ def test_allreduce_failure_prints_what_every_rank_saw():
 
 def test_smoke_reads_reports_whatever_the_order_of_their_keys(tmp_path):
     import json as _json
-    from hpcjax.launch.smoke import read_reports
+    from hpcjax.follow.verdicts import read_reports
 
     log = tmp_path / "rank0.log"
     report = {"ok": True, "rank": 0, "check": "devices", "node": "n1"}

@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from entries import ENTRY, Started, mode_of
+from entries import ENTRY, Started
 from matrix import CELLS, cost, name
 from targets import RANKS, Local, Slurm, Ssh
 

@@ -2,7 +2,6 @@
 
 import json
 import os
-import re
 import subprocess
 import sys
 
@@ -116,7 +115,7 @@ def test_a_warning_to_one_process_stops_both_at_the_same_step_on_the_local_backe
     import time
 
     from hpcjax import launch
-    from hpcjax.launch.spec import JobSpec, Layout
+    from hpcjax.job.spec import JobSpec, Layout
 
     run_dir = tmp_path / "run"
     spec = JobSpec(command=(sys.executable, "-m", "hpcjax", "train", "--steps", "5000", "--checkpoint-every", "1000",

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from hpcjax import launch
-from hpcjax.launch.spec import JobSpec, Layout
+from hpcjax.job.spec import JobSpec, Layout
 from test_train import SMALL, STRATEGY_RTOL, train
 
 pytestmark = pytest.mark.jax  # needs JAX on this machine

@@ -1,3 +1,3 @@
 """One module per container runtime; each registers its class(es) with
-`hpcjax.containers.runtime.register`. Every module here is imported when the table is
+`hpcjax.containers.table.register`. Every module here is imported when the table is
 first read, so a new runtime is one new file."""

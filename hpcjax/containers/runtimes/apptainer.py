@@ -9,7 +9,7 @@ coordinator out of the proxy). A bind's option (ro, rw) is Apptainer's own: SRC:
 from __future__ import annotations
 
 from hpcjax.containers.binds import LOG_DIR, binds_of, python_path
-from hpcjax.containers.runtime import Launch, Runtime, register
+from hpcjax.containers.table import Launch, Runtime, register
 from hpcjax.shellword import word
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hpcjax.containers.runtime import BARE, Launch, Runtime, register
+from hpcjax.containers.table import BARE, Launch, Runtime, register
 from hpcjax.errors import SpecError
 
 

@@ -11,7 +11,7 @@ before ch-run starts.
 from __future__ import annotations
 
 from hpcjax.containers.binds import LOG_DIR, binds_of, passed_names, python_path
-from hpcjax.containers.runtime import Launch, Runtime, register
+from hpcjax.containers.table import Launch, Runtime, register
 from hpcjax.contract import LOG_DIR_ENV
 from hpcjax.errors import SpecError
 from hpcjax.shellword import word

@@ -6,7 +6,7 @@ written as pyxis takes it: SRC:DST:ro."""
 from __future__ import annotations
 
 from hpcjax.containers.binds import LOG_DIR, binds_of, python_path
-from hpcjax.containers.runtime import Launch, Runtime, register
+from hpcjax.containers.table import Launch, Runtime, register
 from hpcjax.errors import SpecError
 from hpcjax.shellword import word
 

@@ -13,10 +13,13 @@ import re
 import sys
 import time
 
-from hpcjax.errors import HpcjaxError, SlurmNotFound, UsageError
+from hpcjax.errors import HpcjaxError, SlurmNotFound
 from hpcjax.hosts import this_machine
-from hpcjax.hosts.local import NOT_FOUND
-from hpcjax.launch.jobstatus import SACCT_FIELDS, JobStatus, Watcher
+from hpcjax.hosts.here import NOT_FOUND
+from hpcjax.slurm import commands
+from hpcjax.slurm.status import JobStatus, Watcher
+from hpcjax import jobid
+from hpcjax.nodelist import HostlistError, expand_hostlist
 
 # Read-only queries that may be retried: a controller busy with a burst of RPCs
 # sometimes fails one with no message; following a job must not end on that.
@@ -27,7 +30,6 @@ FINAL_ERRORS = ("Invalid job id", "Invalid user", "Unknown", "accounting storage
 # After accounting failed (slurmdbd down, or no accounting at all), ask the controller
 # alone for this long before trying accounting again: each try costs its retries.
 ACCOUNTING_RETRY_S = 60.0
-QUEUE_FORMAT = "%i|%j|%T|%r|%N|%M"  # with -r: one line per array element, named A_i
 # sbatch's refusals, and what the user can do about each (the first that matches).
 REFUSALS = (
     (r"invalid partition", "--partition names no partition here: `sinfo -s` lists them (or drop it for the "
@@ -50,10 +52,7 @@ REFUSALS = (
 
 
 def check_job_id(job_id: str) -> str:
-    if not re.fullmatch(r"\d+(_\d+)?", str(job_id)):
-        raise UsageError(f"invalid job id {job_id!r}",
-                         "a SLURM job id is a number, e.g. 1234, or an array element's, e.g. 1234_3")
-    return str(job_id)
+    return jobid.check(job_id)
 
 
 class Slurm:
@@ -64,7 +63,6 @@ class Slurm:
         self.accounting_down_until = 0.0
         self.told_no_accounting = False
         self.watcher = Watcher(self)
-        self._config: dict[str, str] | None = None
 
     def run(self, argv: list[str]) -> str:
         tries = QUERY_TRIES if argv[0] in QUERIES else 1
@@ -87,9 +85,8 @@ class Slurm:
     def queue_lines(self, job_ids: list[str]) -> dict[str, list[str]]:
         """squeue's fields by job id (array elements as A_i) for every job the controller
         still remembers; forgotten jobs (MinJobAge) are simply absent."""
-        bases = sorted({j.split("_")[0] for j in job_ids}, key=int)
         try:
-            text = self.run(["squeue", "-h", "-r", "-t", "all", "-j", ",".join(bases), "-o", QUEUE_FORMAT])
+            text = self.run(commands.queue(job_ids))
         except SlurmNotFound:
             raise
         except HpcjaxError as err:
@@ -108,9 +105,8 @@ class Slurm:
         cannot be asked (said once)."""
         if time.monotonic() < self.accounting_down_until:
             return None
-        bases = sorted({j.split("_")[0] for j in job_ids}, key=int)
         try:
-            text = self.run(["sacct", "-j", ",".join(bases), "-P", "-n", "-o", ",".join(SACCT_FIELDS)])
+            text = self.run(commands.accounting(job_ids))
         except SlurmNotFound:
             raise
         except HpcjaxError as err:
@@ -122,12 +118,12 @@ class Slurm:
                       "controller (squeue, scontrol), which forgets a job MinJobAge after it ends: finished jobs "
                       "older than that cannot be looked up, and steps are not listed", file=sys.stderr, flush=True)
             return None
-        return [dict(zip(SACCT_FIELDS, line.split("|"))) for line in text.splitlines() if line]
+        return [dict(zip(commands.ACCOUNTING_FIELDS, line.split("|"))) for line in text.splitlines() if line]
 
     def controller_row(self, job_id: str) -> dict:
         """What the controller knows of the job (`scontrol show job`), in sacct's field names."""
         try:
-            text = self.run(["scontrol", "show", "job", "-o", job_id])
+            text = self.run(commands.controller_job(job_id))
         except HpcjaxError as err:
             if "Invalid job id" in err.message:
                 return {}
@@ -153,7 +149,7 @@ class Slurm:
         if status.finished:
             raise HpcjaxError(f"job {job_id} has already ended ({status.state}); nothing to cancel",
                               f"see `hpcjax status {job_id}`")
-        self.run(["scancel", job_id])
+        self.run(commands.cancel(job_id))
 
     def hosts_of_ranks(self, status: JobStatus, num_ranks: int) -> dict[int, str]:
         """Rank -> node for the job's first step: srun places ranks block-wise, nodes in order."""
@@ -162,7 +158,7 @@ class Slurm:
         nodelist = step["NodeList"] if step else status.nodelist
         if not nodelist or nodelist in ("None assigned", "(null)") or not num_ranks:
             return {}
-        hosts = self.run(["scontrol", "show", "hostnames", nodelist]).split()
+        hosts = self.hostnames(nodelist)
         per_node = -(-num_ranks // len(hosts))
         return {rank: hosts[min(rank // per_node, len(hosts) - 1)] for rank in range(num_ranks)}
 
@@ -171,27 +167,8 @@ class Slurm:
         element's ranks (SLURM_JOB_ID) know it by."""
         if "_" not in job_id:
             return job_id
-        found = self.run(["squeue", "-h", "-j", job_id, "-o", "%A"]).split()
+        found = self.run(commands.own_id(job_id)).split()
         return found[0] if found else job_id
-
-    def config_value(self, name: str) -> str | None:
-        """A value of the controller's configuration (`scontrol show config`), asked once per host."""
-        if self._config is None:
-            try:
-                text = self.run(["scontrol", "show", "config"])
-            except HpcjaxError:  # a hint or a bound, never a reason to fail
-                text = ""
-            self._config = dict(re.findall(r"^(\w+)\s*=\s*(.*?)\s*$", text, re.MULTILINE))
-        return self._config.get(name)
-
-    def check_array_size(self, elements: int) -> None:
-        """Refuse an array larger than the cluster takes (MaxArraySize: indices 0..MaxArraySize-1),
-        before it is submitted: sbatch's own refusal does not say what would fit."""
-        most = self.config_value("MaxArraySize")
-        if most and most.isdigit() and elements > int(most) - 1:
-            raise UsageError(f"the job array has {elements} elements; SLURM on {self.host.name} takes at most "
-                             f"{int(most) - 1} (MaxArraySize = {most})",
-                             "sweep fewer values, or split the sweep into several submissions")
 
     def refusal_hint(self, said: str) -> str:
         """What to do about sbatch's refusal, by what it said (each refusal its own hint), with what
@@ -203,10 +180,17 @@ class Slurm:
         has = f"the cluster has: {summary}" if summary else "check the layout against `sinfo -o '%P %D %c %G'`"
         return f"{has}; {hint}" if hint else has
 
+    def hostnames(self, nodelist: str) -> list[str]:
+        """A node list's hosts: hpcjax's own expander (nodelist), scontrol's for a form it does not read."""
+        try:
+            return expand_hostlist(nodelist)
+        except HostlistError:
+            return self.run(commands.hostnames(nodelist)).split()
+
     def summary(self) -> str:
         """The partitions, for a hint: "gpu 2 nodes, 8 CPUs, gres gpu:4"."""
         try:
-            text = self.run(["sinfo", "-h", "-o", "%P %D nodes, %c CPUs, gres %G"])
+            text = self.run(commands.summary())
         except Exception:  # a summary for a hint must never hide the real error
             return ""
         return "; ".join(line.strip() for line in text.splitlines() if line.strip())
@@ -231,3 +215,8 @@ def run_slurm(argv: list[str]) -> str:
 
 def job_status(job_id: str) -> JobStatus:
     return slurm_on().job_status(job_id)
+
+
+def config_values(text: str) -> dict[str, str]:
+    """`scontrol show config`'s `Name = value` lines as a dict."""
+    return dict(re.findall(r"^(\w+)\s*=\s*(.*?)\s*$", text, re.MULTILINE))

@@ -1,37 +1,11 @@
-"""`hpcjax smoke`: one job that runs the checks on every rank, then one verdict.
-
-The job runs `python -m hpcjax check all --json` on every rank (SLURM or the
-local backend); each rank writes one JSON line per check into its log. Here
-those lines are gathered into a table per node and rank with pass/fail.
-"""
+"""The smoke test's verdict: every rank of its job ran `python -m hpcjax check all --json` and
+wrote one JSON line per check into its log; here those lines are gathered into a table per node
+and rank with pass/fail. (The job itself is built by the `smoke` verb, cli/smoke.py.)"""
 
 from __future__ import annotations
 
-import json
-import sys
-from dataclasses import replace
-
+from hpcjax import jsonlines
 from hpcjax.contract import ALL_CHECKS, format_bytes
-from hpcjax.launch.spec import JobSpec
-
-
-def smoke_command(spec: JobSpec, bandwidth: bool, sizes: str | None,
-                  cluster_python: str | None = None) -> tuple[str, ...]:
-    # Bare: this very interpreter (a shared filesystem makes it the nodes' too), or the
-    # cluster's Python when the job goes there over SSH (hpcjax is shipped onto its path).
-    # In a container: the image's python (hpcjax is bound into it).
-    python = "python3" if spec.container.in_container else cluster_python or sys.executable
-    command = [python, "-m", "hpcjax", "check", "all", "--json"]
-    if bandwidth:
-        command.append("--bandwidth")
-    if sizes:
-        command += ["--sizes", sizes]
-    return tuple(command)
-
-
-def smoke_spec(base: JobSpec, bandwidth: bool, sizes: str | None = None,
-               cluster_python: str | None = None) -> JobSpec:
-    return replace(base, command=smoke_command(base, bandwidth, sizes, cluster_python))
 
 
 def read_reports(run) -> dict[int, dict[str, dict]]:
@@ -40,22 +14,10 @@ def read_reports(run) -> dict[int, dict[str, dict]]:
     for rank, path in run.rank_logs().items():
         text = run.read_log(path)
         for line in text.splitlines():
-            report = _json_object(line)
+            report = jsonlines.object_of(line)
             if report is not None and isinstance(report.get("check"), str):
                 found.setdefault(rank, {})[report["check"]] = report
     return found
-
-
-def _json_object(line: str) -> dict | None:
-    """The JSON object on this line, whatever the order of its keys; None for other output."""
-    line = line.strip()
-    if not (line.startswith("{") and line.endswith("}")):
-        return None
-    try:
-        value = json.loads(line)
-    except json.JSONDecodeError:
-        return None
-    return value if isinstance(value, dict) else None
 
 
 def verdicts(reports: dict[int, dict[str, dict]], num_processes: int, bandwidth: bool) -> list[dict]:

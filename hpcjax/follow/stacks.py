@@ -2,11 +2,11 @@
 taken where the ranks run (hpcjax.rank.stacks, with py-spy) and grouped: ranks whose stacks
 are the same are shown once, the odd ones first, so the rank that holds the others stands out.
 
-SLURM: one task per node of the job, `srun --overlap --jobid JOBID` (it shares the job's
-resources and does not wait for them), from a laptop through the cluster's login node with the
-hpcjax shipped there; the local backend: this machine, directly. A job
-that is not running, py-spy missing on a node, or ptrace refused: an error with a hint, and
-the job is not touched.
+Where the node side runs is the backend's (SLURM: one task per node of the job, `srun
+--overlap`, from a laptop through the cluster's login node with the hpcjax shipped there; the
+local backend: this machine). A job that is not running, py-spy missing on a node, or ptrace
+refused: an error with a hint, and the job is not touched. This is the login side of the two;
+hpcjax.rank.stacks is the node side.
 """
 
 from __future__ import annotations
@@ -21,8 +21,9 @@ from hpcjax.errors import HpcjaxError
 PACKAGE_PARENT = str(Path(__file__).resolve().parent.parent.parent)  # what puts hpcjax on a node's path
 
 
-def take(run, native: bool = False) -> tuple[list[dict], float]:
-    """(one entry per rank, or per node that could not answer; seconds it took)."""
+def take(run, backend, native: bool = False) -> tuple[list[dict], float]:
+    """(one entry per rank, or per node that could not answer; seconds it took). The backend
+    runs the node side where the ranks are (`backend.stacks`)."""
     state = run.poll()[0]
     if state != "RUNNING":
         raise HpcjaxError(f"job {run.job_id} is {state}, not running: there are no stacks to take",
@@ -34,24 +35,18 @@ def take(run, native: bool = False) -> tuple[list[dict], float]:
         from hpcjax.hosts import ship
 
         python, package = run.cluster.python, ship.ship_hpcjax(run.host, run.cluster.home())[0]
-    env = f"PYTHONPATH={package}"
-    if run.backend == "local":
-        node_side = [python, "-m", "hpcjax.rank.stacks", run.job_id] + (["--native"] if native else [])
-        done = run.host.run(["env", env, *node_side], timeout=120)
-    else:
-        job = run.slurm.own_id(run.job_id)  # an array element's own number: srun and its ranks know that one
-        node_side = [python, "-m", "hpcjax.rank.stacks", job] + (["--native"] if native else [])
-        nodes = run.slurm.run(["scontrol", "show", "hostnames", run.status().nodelist]).split()
-        done = run.host.run(["srun", "--overlap", f"--jobid={job}", f"--nodes={len(nodes)}",
-                             f"--ntasks={len(nodes)}", "--ntasks-per-node=1", "--quiet", f"--export=ALL,{env}",
-                             *node_side], timeout=120)
-    entries, broken = jsonlines.unframe(done.stdout)
+
+    def node_side(job: str) -> list[str]:
+        return [python, "-m", "hpcjax.rank.stacks", job] + (["--native"] if native else [])
+
+    out, err = backend.stacks(run, f"PYTHONPATH={package}", node_side)
+    entries, broken = jsonlines.unframe(out)
     entries += [{"host": node, "error": f"the stacks from {node} arrived incomplete",
                  "hint": "take them again: `hpcjax stacks` reads each node's answer whole or not at all"}
                 for node in broken]
     if not entries:
-        said = done.stderr.strip().splitlines()
-        raise HpcjaxError(f"could not take the stacks of job {run.job_id}: {said[-1] if said else done.returncode}",
+        said = err.strip().splitlines()
+        raise HpcjaxError(f"could not take the stacks of job {run.job_id}: {said[-1] if said else 'no answer'}",
                           "hpcjax and py-spy must be installed where the job's nodes see them")
     return entries, time.monotonic() - started
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 import importlib
 import pkgutil
 from dataclasses import dataclass
-from pathlib import Path
 
 from hpcjax import shellword, validate
 from hpcjax.containers.binds import parse_bind

@@ -14,106 +14,35 @@ from __future__ import annotations
 
 import atexit
 import os
-import shutil
 import signal
 import subprocess
 import threading
 import time
 from pathlib import Path
 
-from hpcjax import contract, shellword
-from hpcjax.catalog import records
-from hpcjax.errors import HpcjaxError, UsageError
-from hpcjax.launch import chains, runs
-from hpcjax.launch.outcome import Outcome, TaskEvent, analyze, exit_words
-from hpcjax.launch.run import Run, say
-from hpcjax.launch.spec import JobSpec
-from hpcjax.validate import make_directory
+from hpcjax import contract, jobid
+from hpcjax.catalog import keep, records
+from hpcjax.errors import HpcjaxError
+from hpcjax.follow.outcome import Outcome, TaskEvent, analyze, exit_words
+from hpcjax.follow.run import Run, say
+from hpcjax.job.spec import JobSpec
+from hpcjax.localjobs import chains
+from hpcjax.localjobs.environment import free_port, local_job_of, rank_environment
 
 STOP_GRACE_S = 5.0
-# Variables of an enclosing SLURM job would make the runtime map the SLURM step
-# instead of these local processes.
-DROPPED_PREFIXES = ("SLURM_", "SLURMD_", "SUBMITIT_", "JAX_COORDINATOR", "JAX_PROCESS_ID", "JAX_NUM_PROCESSES",
-                    "JAX_LOCAL_DEVICE_IDS")
-
-
-def check_local_spec(spec: JobSpec) -> None:
-    if spec.container.in_container:
-        raise UsageError(f"the local backend runs the command bare, not through {spec.container.runtime}",
-                         "drop --image/--runtime for --backend local, or submit to SLURM")
-    most = max(64, 8 * (os.cpu_count() or 1))  # more is a typo, not a job for one machine
-    if spec.layout.num_processes > most:
-        raise UsageError(f"the local backend would start {spec.layout.num_processes} processes on this machine "
-                         f"(at most {most} here)", "check --nodes and --gpus-per-node, or submit to SLURM")
-    program = spec.command[0]
-    if shutil.which(program) is None:
-        raise UsageError(f"the command {program!r} is not found on this machine",
-                         "give a program on the PATH or a path to an executable file")
-    if spec.requeue:
-        raise UsageError("the local backend does not requeue: --requeue is the SLURM job requeueing itself",
-                         "drop --requeue for --backend local (run again to resume from the checkpoint), "
-                         "or submit to SLURM")
-    if spec.modules:
-        raise UsageError("the local backend cannot `module load` (that is the cluster's module system)",
-                         "drop --module for --backend local, or submit to SLURM")
-
-
-def rank_environment(spec: JobSpec, job_id: str, rank: int, port: int) -> dict[str, str]:
-    layout = spec.layout
-    array_job, _, index = job_id.partition("_")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(DROPPED_PREFIXES)}
-    for key, value in spec.env:  # in order, as the batch script exports them
-        env[key] = shellword.expand(value, env)
-    env.update(layout.env())
-    env.update({contract.PLATFORM_ENV: "cpu", contract.NODE_NAME_ENV: contract.local_node_name(rank, layout),
-                contract.LOG_DIR_ENV: str(Path(spec.output_dir).resolve())})
-    env.update(
-        SUBMITIT_LOCAL_JOB_ID=array_job, SUBMITIT_LOCAL_NTASKS=str(layout.num_processes),
-        SUBMITIT_LOCAL_GLOBALID=str(rank), SUBMITIT_LOCAL_LOCALID=str(rank % layout.tasks_per_node),
-        SUBMITIT_LOCAL_NODEID=str(layout.node_of(rank)),
-        SUBMITIT_LOCAL_JOB_NUM_NODES=str(layout.nodes), SUBMITIT_EXECUTOR="local",
-        JAX_COORDINATOR_PORT=str(port), PYTHONUNBUFFERED="1",
-    )
-    if index:  # an element of a job array, as SLURM tells it
-        env.update(SLURM_ARRAY_JOB_ID=array_job, SLURM_ARRAY_TASK_ID=index,
-                   SLURM_ARRAY_TASK_COUNT=str(spec.array), SLURM_ARRAY_TASK_MIN="0",
-                   SLURM_ARRAY_TASK_MAX=str(spec.array - 1))
-    env.update(plain_jax_environment(spec, array_job, rank, port))
-    return env
-
-
-def plain_jax_environment(spec: JobSpec, job_id: str, rank: int, port: int) -> dict[str, str]:
-    """What makes a plain `jax.distributed.initialize()` right on this machine's CPU.
-    JAX reads the coordinator and the device ids from its own variables and the device
-    count from its configuration, but the process count and id only from a cluster it
-    detects: so each rank is also presented as a task of a one-node SLURM step (the five
-    variables JAX's SLURM detection reads, nothing else of SLURM's). The coordinator is
-    given explicitly, so the node list is never parsed."""
-    layout = spec.layout
-    return {"JAX_COORDINATOR_ADDRESS": f"127.0.0.1:{port}", "JAX_PLATFORMS": "cpu",
-            "JAX_LOCAL_DEVICE_IDS": contract.jax_local_device_ids(layout.gpus_per_process),
-            "JAX_NUM_CPU_DEVICES": str(layout.gpus_per_process),
-            "SLURM_JOB_ID": job_id, "SLURM_STEP_NODELIST": "localhost", "SLURM_NTASKS": str(layout.num_processes),
-            "SLURM_PROCID": str(rank), "SLURM_LOCALID": str(rank % layout.tasks_per_node)}
-
-
-def submit(spec: JobSpec, announce=None) -> "LocalRun":
-    """Start every rank of spec here; return the Run that follows them (`announce(job_id)` first)."""
-    check_local_spec(spec)
-    if spec.array:
-        raise UsageError("a job array has one Run per element", "submit it with launch.submit_array(spec)")
-    chains.check_known(spec.after, lambda job: chains.local_state(job, started_here), "this machine")
-    make_directory(spec.output_dir, "--output-dir")
-    run = LocalRun(records.new_local_id(int(time.time() * 1000)), spec)
+def start(spec: JobSpec, find, fields) -> "LocalRun":
+    """Start every rank of spec here, or, with --after, once its dependencies have ended as asked
+    (`find(job)`: a dependency's Run); the Run that follows them. `fields(element, job_id)`: what
+    its record keeps of the submission."""
+    job_id = records.new_local_id(int(time.time() * 1000))
+    run = LocalRun(job_id, spec, submitted=fields(None, job_id))
     if spec.after:  # as SLURM's --dependency: it waits, then starts or is cancelled
         run.save_record("PENDING")
         _started_here.append(run)
-        threading.Thread(target=chains.start_after, args=(run, started_here), name=f"hpcjax-local-after-{run.job_id}",
+        threading.Thread(target=chains.start_after, args=(run, find), name=f"hpcjax-local-after-{run.job_id}",
                          daemon=True).start()
     else:
         run.start()
-    if announce is not None:
-        announce(run.job_id)
     return run
 
 
@@ -125,7 +54,8 @@ class LocalRun(Run):
     poll_s = 0.2
 
     def __init__(self, job_id: str, spec: JobSpec | None, *, log_dir: Path | None = None,
-                 layout: contract.Layout | None = None, record: dict | None = None, element: int | None = None) -> None:
+                 layout: contract.Layout | None = None, record: dict | None = None,
+                 submitted: dict | None = None) -> None:
         layout = layout or spec.layout
         super().__init__(job_id, log_dir or Path(spec.output_dir).resolve(), layout.num_processes)
         self.spec, self.layout = spec, layout
@@ -136,9 +66,9 @@ class LocalRun(Run):
         self.final = ""  # the state once every rank has ended (or the job was cancelled before starting)
         self.record = record  # set when attached from another process: its record is the news
         self.start_error = ""  # why the processes could not be started, if they could not
-        # what the catalog keeps of the submission; a sweep's element runs its own command
-        self.submitted = runs.submission(spec, element, job_id.split("_")[0]) if spec else {}
-        self.command = tuple(self.submitted["command"]) if spec else ()
+        # what the catalog keeps of the submission (launch.pipeline's); a sweep's element runs its own command
+        self.submitted = submitted or {}
+        self.command = tuple(self.submitted.get("command") or (spec.command if spec else ()))
         self.started_at = None  # time.time() of start(), for the catalog's attempt
         self.waiting_for = "a free slot of its job array"
         self.lock = threading.RLock()
@@ -152,8 +82,8 @@ class LocalRun(Run):
         return run
 
     def save_record(self, state: str) -> None:
-        """The job's record and its row in the catalog of runs (launch.runs)."""
-        runs.record(self.job_id, {"backend": "local", "output_dir": str(self.log_dir),
+        """The job's record and its row in the catalog of runs (catalog.keep)."""
+        keep.record(self.job_id, {"backend": "local", "output_dir": str(self.log_dir),
                                   "layout": self.layout.as_dict(), "state": state,
                                   "pids": [p.pid for p in self.procs.values()], **self.submitted,
                                   **({"started": self.started_at, "nodelist": f"local[0-{self.layout.nodes - 1}]"}
@@ -168,7 +98,7 @@ class LocalRun(Run):
                 self.end_unstarted("CANCELLED", "cancelled while it waited to start")
                 return
             self.log_dir.mkdir(parents=True, exist_ok=True)
-            port = contract.free_port()
+            port = free_port()
             say(f"local job {self.job_id}: {self.layout.described} (emulated) on this machine; "
                 f"logs in {self.log_dir}/")
             self.started = time.monotonic()
@@ -230,7 +160,7 @@ class LocalRun(Run):
 
     def _end(self, state: str) -> str:
         self.stop_all()
-        runs.update(self.job_id, state=state, causes=self.causes, note=self.start_error, ended=time.time(),
+        keep.update(self.job_id, state=state, causes=self.causes, note=self.start_error, ended=time.time(),
                     exit_codes={r: p.returncode for r, p in self.procs.items()})
         return state
 
@@ -258,7 +188,7 @@ class LocalRun(Run):
                 self.final = self._end("CANCELLED")
             return
         for pid in self.record.get("pids", []):  # a record names them: only this job's ranks are signalled
-            if isinstance(pid, int) and contract.local_job_of(pid) == self.job_id.split("_")[0]:
+            if isinstance(pid, int) and local_job_of(pid) == jobid.base(self.job_id):
                 os.kill(pid, signal.SIGTERM)
 
     def hosts(self) -> dict[int, str]:
@@ -287,6 +217,11 @@ _started_here: list[LocalRun] = []  # their ranks are this program's children
 
 def started_here(job_id: str) -> "LocalRun | None":
     return next((run for run in _started_here if run.job_id == job_id), None)
+
+
+def started_here_of(job: str) -> list["LocalRun"]:
+    """The Runs this process started of a job (an array: every element)."""
+    return [run for run in _started_here if jobid.base(run.job_id) == job]
 
 
 @atexit.register

@@ -3,7 +3,7 @@ import subprocess
 
 import pytest
 
-from hpcjax.rank.nodelist import HostlistError, expand_hostlist
+from hpcjax.nodelist import HostlistError, expand_hostlist
 
 CASES = [
     ("node1", ["node1"]),

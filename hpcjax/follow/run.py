@@ -13,20 +13,21 @@ written here once.
 from __future__ import annotations
 
 import contextlib
-import json
 import signal
 import sys
 import threading
 import time
 from pathlib import Path, PurePosixPath
 
+from hpcjax import jsonlines
 from hpcjax.contract import attempts_log_path, rank_of_log
 from hpcjax.errors import HpcjaxError, UsageError
 from hpcjax.hosts import this_machine
 from hpcjax.hosts.ssh import ConnectionLost
-from hpcjax.launch import runs
-from hpcjax.launch.outcome import FINISHED_STATES, Outcome
-from hpcjax.launch.ranklogs import RankLogs
+from hpcjax.catalog import keep as runs
+from hpcjax.contract import FINISHED_STATES
+from hpcjax.follow.outcome import Outcome
+from hpcjax.follow.ranklogs import RankLogs
 
 STILL_EVERY_S = 30.0  # while nothing changes, say so this often
 RECONNECT_S = (2, 4, 8, 15, 30)  # waits between tries after a lost connection (then every 30 s)
@@ -78,6 +79,10 @@ class Run:
 
     def _finish(self, state: str) -> Outcome:
         raise NotImplementedError
+
+    def ensure_can_start(self) -> None:
+        """The follow step's first look (a backend whose scheduler may hold a job it can never
+        start says so here)."""
 
     def describe(self) -> str:
         """The state for `hpcjax status`; for a job that failed, its report too."""
@@ -156,15 +161,8 @@ class Run:
     def attempts(self) -> list[dict]:
         """How each attempt of the job ended (the batch script's lines; a requeued job has
         several): attempt, ended (completed, stopped, failed), exit_code, nodes, failed_node."""
-        text = self.files.read_text(str(attempts_log_path(self.log_dir, self.job_id)))
-        lines = text.splitlines() if text else []
-        found = []
-        for line in lines:
-            try:
-                found.append(json.loads(line))
-            except ValueError:  # a line cut short by a kill: the others still count
-                continue
-        return found
+        # a line cut short by a kill: the others still count
+        return jsonlines.objects(self.files.read_text(str(attempts_log_path(self.log_dir, self.job_id))))
 
     def describe_attempts(self) -> str:
         attempts = self.attempts()

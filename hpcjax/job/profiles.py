@@ -25,10 +25,10 @@ import os
 import tomllib
 from pathlib import Path
 
-from hpcjax.containers import runtime as runtime_table
+from hpcjax.containers import table as runtime_table
 from hpcjax.errors import ConfigError, UsageError
 from hpcjax.hosts.cluster import DEFAULT_REMOTE_DIR, Cluster
-from hpcjax.launch.spec import Container, JobSpec, Layout
+from hpcjax.job.spec import Container, JobSpec, Layout
 from hpcjax.validate import read_text
 
 PROFILES_ENV = "HPCJAX_PROFILES"

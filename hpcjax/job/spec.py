@@ -11,11 +11,11 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hpcjax import contract, timeouts
-from hpcjax.containers import runtime as runtime_table
-from hpcjax.containers.runtime import require_text as _require_text
+from hpcjax import contract, jobid, timeouts
+from hpcjax.containers import table as runtime_table
+from hpcjax.containers.table import require_text as _require_text
 from hpcjax.errors import ConfigError, SpecError
-from hpcjax.launch import extras
+from hpcjax.job import extras
 from hpcjax.validate import require_int
 
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -252,7 +252,7 @@ AFTER_FORM = "write --after JOBID[:ok|:any], e.g. --after 1234 (when it succeede
 
 def check_after(job, when: str) -> tuple[str, str]:
     """A dependency: a job id (an array element's too) and when the dependent may start."""
-    if not isinstance(job, str) or not re.fullmatch(r"\d+(_\d+)?", job):
+    if not isinstance(job, str) or not jobid.is_element(job):
         raise SpecError(f"--after {job!r} is not a job id", AFTER_FORM, field="after")
     if when not in ("ok", "any"):
         raise SpecError(f"--after {job}:{when} asks for {when!r}, not ok or any", AFTER_FORM, field="after")

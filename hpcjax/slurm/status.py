@@ -1,17 +1,19 @@
-"""A job's state as SLURM reports it, and the watcher that asks for every followed job at
-once (as submitit's InfoWatcher does): one `squeue` and one `sacct` per poll, whatever the
-number of jobs a process follows."""
+"""What SLURM says of jobs, read: a job's state (squeue's fields and sacct's rows), the watcher
+that asks for every followed job at once (as submitit's InfoWatcher does: one `squeue` and one
+`sacct` per poll, whatever the number of jobs a process follows), and each attempt of a requeued
+job (`sacct --duplicates`)."""
 
 from __future__ import annotations
 
 import time
 from dataclasses import asdict, dataclass, field
+from datetime import datetime
 
+from hpcjax import jobid
+from hpcjax.contract import FINISHED_STATES
 from hpcjax.errors import HpcjaxError
-from hpcjax.launch.outcome import FINISHED_STATES
+from hpcjax.slurm.commands import ATTEMPT_FIELDS
 
-SACCT_FIELDS = ("JobID", "JobName", "State", "ExitCode", "Elapsed", "NodeList", "NTasks",
-                "Reason", "WorkDir")
 FRESH_S = 1.0  # an answer younger than this is still the news: polls within it share one query
 
 
@@ -58,7 +60,7 @@ def status_of(job_id: str, queue: list[str] | None, rows: list[dict] | None, con
         main, steps = controller or {}, []
     else:
         main = next((r for r in rows if r["JobID"] == job_id), {})
-        steps = [r for r in rows if r["JobID"].startswith(job_id + ".")]
+        steps = [r for r in rows if jobid.is_step_of(r["JobID"], job_id)]
     if not queue and not main:
         raise HpcjaxError(f"SLURM knows no job {job_id}" + (", and accounting is unavailable" if rows is None else ""),
                           "the controller forgets a job MinJobAge after it ends; check the id with "
@@ -117,3 +119,34 @@ class Watcher:
             if status.finished and accounted:
                 self.final.add(job_id)
         self.asked_at = time.monotonic()
+
+
+def parse_attempts(text: str) -> dict[str, list[dict]]:
+    """sacct --duplicates rows -> job id -> its attempts in order (a requeued job has one row each)."""
+    out: dict[str, list[dict]] = {}
+    for line in text.splitlines():
+        parts = line.split("|")
+        if len(parts) != len(ATTEMPT_FIELDS):
+            continue
+        job, state, start, end, nodelist, tres, exit_code = parts
+        gpus = next((int(p.split("=")[1]) for p in tres.split(",") if p.startswith("gres/gpu=")
+                     and p.split("=")[1].isdigit()), None)
+        # A job cancelled while pending (a dependency that failed) has a Start equal to its End
+        # in sacct, and no nodes: it never started.
+        never_ran = nodelist in ("", "None assigned")
+        out.setdefault(job, []).append({"state": state.split()[0] if state else "UNKNOWN",
+                                        "start": None if never_ran else _epoch(start),
+                                        "end": _epoch(end), "nodelist": nodelist, "gpus": gpus,
+                                        "exit_code": int(exit_code.split(":")[0]) if exit_code[:1].isdigit() else None})
+    for rows in out.values():
+        rows.sort(key=lambda a: a["start"] if a["start"] is not None else float("inf"))
+        for number, attempt in enumerate(rows, 1):
+            attempt["attempt"] = number
+    return out
+
+
+def _epoch(text: str) -> float | None:
+    try:
+        return datetime.strptime(text, "%Y-%m-%dT%H:%M:%S").timestamp()
+    except ValueError:  # Unknown, None: not started or not ended
+        return None

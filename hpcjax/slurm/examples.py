@@ -1,6 +1,6 @@
 """The example scripts in slurm/: seed 002's layouts, rendered from the templates.
 
-Regenerate them with:  python -m hpcjax.launch.examples slurm
+Regenerate them with:  python -m hpcjax.slurm.examples slurm
 A test fails, printing the diff and this command, when they are stale.
 """
 
@@ -9,10 +9,10 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from hpcjax.launch.render import render_sbatch
-from hpcjax.launch.spec import Container, JobSpec, Layout
+from hpcjax.slurm.script import render_sbatch
+from hpcjax.job.spec import Container, JobSpec, Layout
 
-REGENERATE = "python -m hpcjax.launch.examples slurm"
+REGENERATE = "python -m hpcjax.slurm.examples slurm"
 # As on seed 002's cluster: the site's JAX container comes from a module that sets $JAX_IMAGE.
 _SITE = dict(time="00:05:00", cpus_per_task=4, constraint="a100",
              modules=("dl", "jax/23.10-sif"),

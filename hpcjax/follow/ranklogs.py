@@ -11,7 +11,7 @@ import re
 from collections import deque
 
 from hpcjax.hosts.files import LocalFiles
-from hpcjax.launch.triage import ANY_CAUSE, classify, first_cause
+from hpcjax.follow.triage import ANY_CAUSE, classify, first_cause
 
 TAIL_BYTES = 64 << 10  # of each log read for its tail: 200 lines of up to ~320 characters
 SCAN_LIMIT = 16 << 20  # without grep -P, a log is scanned for its first failure up to this many bytes

@@ -12,7 +12,7 @@ import jinja2
 from hpcjax import __version__, contract, shellword, timeouts
 from hpcjax.errors import SpecError
 from hpcjax.containers import binds
-from hpcjax.launch.spec import JobSpec
+from hpcjax.job.spec import JobSpec
 
 TEMPLATE = "sbatch.sh.j2"
 
@@ -120,6 +120,9 @@ def _render(template, spec: JobSpec) -> str:
         nccl_flag=timeouts.NCCL_TIMEOUT_FLAG,
         dependency=",".join(f"after{when}:{job}" for job, when in spec.after),
         nccl_timeout=timeouts.HangSettings.from_env(dict(spec.env)).nccl_timeout_s,
+        attempt_number=contract.attempt_number_shell(),
+        attempt_printf=contract.attempt_printf(spec.retry_failed),
+        error_key=contract.ERROR_KEY, failed_node_key=contract.FAILED_NODE_KEY,
         version=__version__,
     )
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hpcjax import contract
-from hpcjax.launch import stacks
+from hpcjax.follow import stacks
 
 
 @dataclass(frozen=True)

@@ -14,12 +14,12 @@ import signal
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-from hpcjax.contract import ATTEMPT_LINE, FINISHED_STATES, clamp_exit_code
+from hpcjax.contract import ATTEMPT_LINE, clamp_exit_code
 from hpcjax.errors import JobFailed
-from hpcjax.launch import hangs
-from hpcjax.launch.ranklogs import LOCAL, RankLogs, tail_lines, triaged
-from hpcjax.launch.stacks import ranges
-from hpcjax.launch.triage import HANG_HINT, Finding, silent_ranks, triage
+from hpcjax.follow import hangs
+from hpcjax.follow.ranklogs import LOCAL, RankLogs, tail_lines, triaged
+from hpcjax.follow.stacks import ranges
+from hpcjax.follow.triage import HANG_HINT, Finding, silent_ranks, triage
 
 LOG_TAIL_LINES = 20
 TRIAGE_LINES = 200  # of each log, searched for the known causes

@@ -4,7 +4,9 @@ Written here rather than borrowed: JAX's own parser misreads `node[5]` and
 suffixes after a bracket, SLURM 22.05's `scontrol show hostnames` rejects
 `node[1-2]-ib`, and inside a container neither scontrol nor a hostlist library
 can be assumed. Expansion follows SLURM's order: the leftmost bracket varies
-slowest; a range keeps the zero padding of its first number.
+slowest; a range keeps the zero padding of its first number. The one expander of the
+package: the ranks (the coordinator's host), and the login side (the hosts of a job's ranks,
+its nodes for `hpcjax stacks` and `tunnel`). Standard library only.
 """
 
 from __future__ import annotations

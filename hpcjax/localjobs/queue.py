@@ -14,10 +14,10 @@ import threading
 import time
 
 from hpcjax.catalog import records
-from hpcjax.launch import chains
-from hpcjax.launch.local import LocalRun, check_local_spec, started_here
-from hpcjax.launch.outcome import FINISHED_STATES
-from hpcjax.launch.spec import JobSpec
+from hpcjax.localjobs import chains
+from hpcjax.localjobs.processes import LocalRun
+from hpcjax.contract import FINISHED_STATES
+from hpcjax.job.spec import JobSpec
 
 TICK_S = 0.2
 
@@ -26,26 +26,23 @@ def default_slots(spec: JobSpec) -> int:
     return max(1, (os.cpu_count() or 1) // spec.layout.num_processes)
 
 
-def submit_array(spec: JobSpec, announce=None) -> list[LocalRun]:
+def start(spec: JobSpec, find, fields) -> list[LocalRun]:
     """One LocalRun per element, in order; the first ones start at once (after the array's
-    dependencies, if it has any, as SLURM starts an array's elements)."""
-    check_local_spec(spec)
-    chains.check_known(spec.after, lambda job: chains.local_state(job, started_here), "this machine")
+    dependencies, if it has any, as SLURM starts an array's elements: `find(job)`, a dependency's Run).
+    `fields(element, array_id)`: what each element's record keeps of the submission."""
     array_id = records.new_local_id(int(time.time() * 1000))
-    runs = [LocalRun(f"{array_id}_{index}", spec, element=index) for index in range(spec.array)]
+    runs = [LocalRun(f"{array_id}_{index}", spec, submitted=fields(index, array_id)) for index in range(spec.array)]
     for run in runs:
         run.save_record("PENDING")
     slots = spec.array_parallel or default_slots(spec)
-    threading.Thread(target=schedule, args=(runs, slots), name=f"hpcjax-local-array-{array_id}").start()
-    if announce is not None:
-        announce(array_id)
+    threading.Thread(target=schedule, args=(runs, slots, find), name=f"hpcjax-local-array-{array_id}").start()
     return runs
 
 
-def schedule(runs: list[LocalRun], slots: int) -> None:
+def schedule(runs: list[LocalRun], slots: int, find) -> None:
     """Start the elements in order, keeping at most `slots` running; follow them to their end.
     With --after, none starts before the dependencies have ended as asked, and none ever when one did not."""
-    why = chains.unmet(runs[0].spec.after, started_here, lambda text: [setattr(r, "waiting_for", text) for r in runs],
+    why = chains.unmet(runs[0].spec.after, find, lambda text: [setattr(r, "waiting_for", text) for r in runs],
                        lambda: all(r.cancelled_elsewhere() for r in runs))
     if why:
         for run in runs:

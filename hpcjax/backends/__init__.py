@@ -1,0 +1,180 @@
+"""Where a job runs: one class per backend, registered with `@register` as the container runtimes
+are (hpcjax.containers.table); one file in this folder to add a backend. A backend owns what
+differs between the places a job can run: whether it is there to use, its own refusals (from
+what the submission's probe found), what a dry run shows, how a job is started, recorded and
+attached again, how many jobs one poll asks about, whether a multi-node job's files must be on
+shared storage, who follows a job's ranks, how its ranks' stacks are taken, and how its rows of
+the catalog are brought up to date. Outside this table nothing compares backend names (the
+command line's option parser excepted: it lists `names()`).
+
+    backend = backends.choose("auto")         # $HPCJAX_BACKEND, else the first available
+    run = backends.attach("1234")             # the Run of a job submitted earlier
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import pkgutil
+import sys
+from typing import ClassVar
+
+from hpcjax.errors import UsageError
+
+AUTO = "auto"
+BACKEND_ENV = "HPCJAX_BACKEND"  # what "auto" means when set
+_TABLE: dict[str, type] = {}
+_INSTANCES: dict[str, "Backend"] = {}
+
+
+class Backend:
+    """What every backend answers. The pipeline (hpcjax.launch.pipeline) calls these in its order:
+    check, then (after staging) submit; a dry run calls render instead of submit."""
+
+    name: ClassVar[str] = ""
+    order: ClassVar[int] = 100  # "auto" takes the first available backend, lowest order first
+    reaches_clusters: ClassVar[bool] = False  # can run a job on a cluster reached over SSH
+    shared_storage: ClassVar[bool] = True  # a multi-node job's files must be where every node sees them
+    submitter_follows: ClassVar[bool] = False  # the submitting process runs the ranks (waits; Ctrl-C stops them)
+    described: ClassVar[str] = ""  # how it runs a job, for a message: "locally on this machine's CPU, ..."
+
+    def available(self) -> bool:
+        """Whether it can run a job from this machine."""
+        return True
+
+    def unavailable(self) -> str:
+        """Why it is not available, for the line "auto" says when it picks another."""
+        return ""
+
+    def wants(self, sub) -> dict:
+        """What the check needs to know of where the job goes, asked in one go (a probe's questions:
+        programs, paths, jobs, config values); the answers come to check() as `probe`."""
+        return {}
+
+    def check(self, sub, probe) -> None:
+        """Every refusal of this backend, before anything is written or submitted."""
+
+    def render(self, sub) -> tuple[str, str]:
+        """What a dry run shows: (the text, the line that says what it is)."""
+        raise NotImplementedError
+
+    def submit(self, sub) -> list:
+        """Start the staged job; its Runs (one per array element), recorded and announced."""
+        raise NotImplementedError
+
+    def attach(self, job_id: str, record: dict | None, cluster) -> object:
+        """The Run of a job submitted earlier (`record`: hpcjax's record of it, if any)."""
+        raise NotImplementedError
+
+    def refresh(self, conn, rows: list[dict]) -> None:
+        """Bring these catalog rows (this backend's, not final) up to date."""
+
+    def stacks(self, run, environment: str, node_side) -> tuple[str, str]:
+        """Run the node side of `hpcjax stacks` (`node_side(job)`: its argv for the job's id as the
+        nodes know it; `environment`: NAME=VALUE it needs) where the job's ranks are; (stdout, stderr)."""
+        raise NotImplementedError
+
+
+def register(cls: type) -> type:
+    if not cls.name:
+        raise TypeError(f"{cls.__name__} has no name")
+    _TABLE[cls.name] = cls
+    return cls
+
+
+def _load() -> None:
+    """Every module of this folder, once: each registers its backends."""
+    if getattr(_load, "done", False):
+        return
+    _load.done = True
+    for module in pkgutil.iter_modules(__path__):
+        importlib.import_module(f"{__name__}.{module.name}")
+
+
+def names() -> tuple[str, ...]:
+    _load()
+    return tuple(sorted(_TABLE, key=lambda n: (_TABLE[n].order, n)))
+
+
+def get(name: str) -> Backend:
+    """The backend of that name (one instance per process); an unknown name lists the valid ones."""
+    _load()
+    if name not in _TABLE:
+        raise UsageError(f"unknown backend {name!r}", f"valid backends: {', '.join((AUTO, *names()))}")
+    if name not in _INSTANCES:
+        _INSTANCES[name] = _TABLE[name]()
+    return _INSTANCES[name]
+
+
+def choose(name: str | None = AUTO, *, cluster=None, quiet: bool = False) -> Backend:
+    """The backend a submission uses: the one named; "auto": $HPCJAX_BACKEND when set, else one that
+    reaches the named cluster, else the first available here (said on stderr when it is not the first)."""
+    if name is not None and not str(name).strip():
+        raise UsageError("--backend '' names no backend", f"valid backends: {', '.join((AUTO, *names()))}")
+    name = name or AUTO
+    if name == AUTO and os.environ.get(BACKEND_ENV):
+        name = os.environ[BACKEND_ENV]
+        if name == AUTO or name not in names():
+            raise UsageError(f"{BACKEND_ENV}={name!r} is not a backend", f"valid backends: {', '.join(names())}")
+    remote = cluster is not None and cluster.remote
+    if name != AUTO:
+        chosen = get(name)
+        if remote and not chosen.reaches_clusters:
+            raise UsageError(f"--backend {name} runs on this machine, not on the cluster {cluster.destination}",
+                             "drop --cluster to run here, or drop --backend to submit to the cluster")
+        return chosen
+    candidates = [get(n) for n in names()]
+    if remote:
+        return next(b for b in candidates if b.reaches_clusters)
+    chosen = next(b for b in candidates if b.available())
+    if not quiet and chosen is not candidates[0]:
+        print(f"{candidates[0].unavailable()}: running {chosen.described or 'on the ' + chosen.name + ' backend'}",
+              file=sys.stderr)
+    return chosen
+
+
+def of_record(record: dict | None) -> Backend:
+    """The backend a job record names (a job without one: SLURM's, submitted with plain sbatch)."""
+    name = (record or {}).get("backend") or "slurm"
+    return get(name if name in names() else "slurm")
+
+
+def attach(job_id: str, cluster=None):
+    """The Run of a job submitted earlier, from its id: hpcjax's record says which backend (and
+    which cluster) ran it; a job without a record is a SLURM job (plain sbatch). With a cluster
+    reached over SSH, its record there is the truth (another laptop submitted it)."""
+    from hpcjax import jobid
+    from hpcjax.catalog import records
+
+    job_id = jobid.check(job_id)
+    if cluster is not None and cluster.remote:
+        record = records.load(records.key(job_id, cluster.destination)) or load_record_there(cluster, job_id)
+        return (of_record(record) if record else choose(AUTO, cluster=cluster)).attach(job_id, record, cluster)
+    record = records.load(job_id)
+    if record is None and cluster is None:
+        elsewhere = records.remote_keys(job_id)
+        if len(elsewhere) > 1:
+            names_ = ", ".join(records.load(k)["cluster"]["destination"] for k in elsewhere)
+            raise UsageError(f"job {job_id} was submitted to more than one cluster ({names_})",
+                             "name the one you mean with --cluster")
+        record = records.load(elsewhere[0]) if elsewhere else None
+    return of_record(record).attach(job_id, record, cluster)
+
+
+RECORDS_THERE = "records"  # <remote_dir>/records/<job>.json: a job's record on the cluster itself
+
+
+def save_record_there(cluster, job_id: str, record: dict) -> None:
+    """A job's record on the cluster: another laptop (or this one after a wipe) finds it there."""
+    import json
+
+    cluster.host().files.write_text(f"{cluster.home()}/{RECORDS_THERE}/{job_id}.json", json.dumps(record))
+
+
+def load_record_there(cluster, job_id: str) -> dict | None:
+    """A job's record on the cluster (shape checked; it names where the job's files are, never how
+    to reach the cluster: that is the Cluster the user named)."""
+    from hpcjax.catalog import records
+
+    path = f"{cluster.home()}/{RECORDS_THERE}/{job_id}.json"
+    return records.parse(cluster.host().files.read_text(path) or "", job_id, f"{cluster.name}:{path}")

@@ -1,0 +1,139 @@
+"""The SLURM backend: a job is the rendered batch script, given to sbatch on this machine or on a
+cluster's login node over SSH, and followed through squeue and sacct (hpcjax.slurm, where every
+SLURM command line is built)."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+
+from hpcjax.backends import Backend, register, save_record_there
+from hpcjax.catalog import db, keep, records
+from hpcjax.containers import binds
+from hpcjax.contract import FINISHED_STATES
+from hpcjax.errors import HpcjaxError, SlurmNotFound, UsageError
+from hpcjax.follow.run import say
+from hpcjax.slurm import commands, controller, sbatch
+from hpcjax.slurm.job import SlurmRun
+from hpcjax.slurm.script import render_sbatch
+from hpcjax.slurm.status import parse_attempts
+
+
+@register
+class SlurmBackend(Backend):
+    name = "slurm"
+    order = 10
+    reaches_clusters = True
+
+    def available(self) -> bool:
+        return shutil.which("sbatch") is not None
+
+    def unavailable(self) -> str:
+        return "no SLURM on this machine (no `sbatch`)"
+
+    def wants(self, sub) -> dict:
+        image, sources = binds.paths_to_check(sub.spec)
+        there = [path for path, on_cluster in sub.data if on_cluster]
+        asks = {}
+        if sub.spec.after:
+            jobs = [job for job, _ in sub.spec.after]
+            asks.update(after_accounting=commands.states(jobs), after_queue=commands.queue_ids(jobs))
+        if sub.spec.array:
+            asks["config"] = commands.config()
+        return {"programs": ["sbatch"], "paths": ([image] if image else []) + sources + there, "commands": asks}
+
+    def check(self, sub, probe) -> None:
+        where = sub.cluster.name
+        self._check_paths(sub, probe)
+        if "sbatch" in probe.missing_programs:
+            if sub.cluster.remote:
+                raise SlurmNotFound(f"`sbatch` is not on the PATH of {where} in a login shell",
+                                    f"check `ssh {sub.cluster.destination} bash -lc 'command -v sbatch'`; a site module "
+                                    "may be needed in ~/.bash_profile, or name the login node of the SLURM cluster")
+            raise SlurmNotFound("SLURM is not installed on this machine (no `sbatch` on the PATH)",
+                                "run `hpcjax submit` on the cluster's login node, or on this machine's CPU with "
+                                "--backend local")
+        known = {line.split("|")[0].strip() for name in ("after_accounting", "after_queue")
+                 for line in probe.answer(name)[1].splitlines() if line.strip()}
+        for job, when in sub.spec.after:
+            if job not in known:
+                raise UsageError(f"--after {job}:{when}: SLURM on {where} knows no job {job}",
+                                 "give the id `hpcjax submit` printed (`hpcjax runs` lists them); SLURM would drop a "
+                                 "dependency on an unknown job and start this one at once")
+        most = controller.config_values(probe.answer("config")[1]).get("MaxArraySize", "")
+        if sub.spec.array and most.isdigit() and sub.spec.array > int(most) - 1:
+            raise UsageError(f"the job array has {sub.spec.array} elements; SLURM on {where} takes at most "
+                             f"{int(most) - 1} (MaxArraySize = {most})",
+                             "sweep fewer values, or split the sweep into several submissions")
+
+    def _check_paths(self, sub, probe) -> None:
+        """The image and the bind sources exist where the job is submitted (on a cluster: there);
+        Data named on the cluster is there."""
+        if not sub.cluster.remote:
+            binds.check_before_submit(sub.spec)
+            return
+        image, sources = binds.paths_to_check(sub.spec)
+        if image and image in probe.missing_paths:
+            raise binds.missing_image(image, f"on {sub.cluster.name}")
+        missing = [s for s in sources if s in probe.missing_paths]
+        if missing:
+            raise UsageError(f"bind source(s) not on {sub.cluster.name}: {', '.join(missing)}",
+                             "bind paths are the cluster's: fix the path, or upload a local directory with --upload")
+        gone = [path for path, on_cluster in sub.data if on_cluster and path in probe.missing_paths]
+        if gone:
+            raise UsageError(f"Data path(s) not on {sub.cluster.name}: {', '.join(gone)}",
+                             f"check the path there (ssh {sub.cluster.destination} ls -d PATH), or give a local "
+                             "directory to upload: Data('./my_dataset')")
+
+    def render(self, sub) -> tuple[str, str]:
+        return render_sbatch(sub.spec), f"dry run: would submit {sub.spec.layout.described} with this script:"
+
+    def submit(self, sub) -> list:
+        cluster = sub.cluster
+        job_id = sbatch.there(sub.spec, cluster, sub.workdir, sub.log_dir) if cluster.remote else sbatch.here(sub.spec)
+        runs = [SlurmRun(job_id if i is None else f"{job_id}_{i}", sub.log_dir, sub.spec.layout.num_processes, cluster)
+                for i in sub.elements]
+        for run, element in zip(runs, sub.elements):
+            fields = sub.record_fields(element, job_id)
+            run.run_dir = fields.get("run_dir")
+            if cluster.remote:
+                save_record_there(cluster, run.job_id, fields)
+            keep.record(records.key(run.job_id, cluster.destination), fields)
+        what = f"job {job_id}" if not sub.spec.array else f"job array {job_id} of {sub.spec.array} elements"
+        where = f" on {cluster.name}" if cluster.remote else ""
+        say(f"submitted {what}{where} ({sub.spec.layout.described}); logs in {sub.log_dir}/")
+        return runs
+
+    def attach(self, job_id: str, record: dict | None, cluster) -> SlurmRun:
+        return SlurmRun.attach(job_id, record, cluster)
+
+    def refresh(self, conn, rows: list[dict]) -> None:
+        """Unfinished runs (their attempts too, once accounting has them) from one `sacct
+        --duplicates` per cluster: each requeued attempt is a row with its start, end, nodes, GPUs."""
+        by_cluster: dict[str, list[dict]] = {}
+        for row in rows:
+            if not keep.settled(row):
+                by_cluster.setdefault(row["cluster"] or "", []).append(row)
+        for cluster, group in by_cluster.items():
+            try:
+                slurm = self.attach(group[0]["job_id"], records.load(group[0]["key"]), None).slurm if cluster \
+                    else controller.slurm_on()
+                found = parse_attempts(slurm.run(commands.attempts(row["job_id"] for row in group)))
+            except HpcjaxError as error:
+                print(f"hpcjax: note: could not ask SLURM{' on ' + cluster if cluster else ''} about {len(group)} "
+                      f"run(s): {error.message}; shown as last seen", file=sys.stderr)
+                continue
+            for row in group:
+                attempts = found.get(row["job_id"])
+                if attempts:  # else not in accounting yet (just submitted), or forgotten: as last seen
+                    state = attempts[-1]["state"]
+                    db.save(conn, row["key"], state=state, final=state in FINISHED_STATES,
+                            exit_code=attempts[-1]["exit_code"])
+                    db.save_attempts(conn, row["key"], attempts)
+
+    def stacks(self, run, environment: str, node_side) -> tuple[str, str]:
+        """The node side once on every node of the job, beside its steps (`srun --overlap`)."""
+        job = run.slurm.own_id(run.job_id)  # an array element's own number: srun and its ranks know that one
+        nodes = run.slurm.hostnames(run.status().nodelist)
+        done = run.host.run(commands.on_each_node(job, len(nodes), environment, node_side(job)), timeout=120)
+        return done.stdout, done.stderr

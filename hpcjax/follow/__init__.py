@@ -1,0 +1,3 @@
+"""Following a job and saying how it ended, for every backend: the Run handle (`run`), the
+failure analysis (`outcome`, `triage`, `hangs`, `ranklogs`), the grouping of ranks' stacks
+(`stacks`; hpcjax.rank.stacks is its node side) and the smoke test's verdicts (`verdicts`)."""

@@ -1,0 +1,74 @@
+"""This machine as a host: commands run as child processes, files are read in place; and what
+this machine's paths are (node_local_reason: on one node's own disk or memory)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+from hpcjax.hosts.files import LocalFiles
+
+NOT_FOUND = 127  # a shell's exit code for a command it cannot find
+# Paths that are on each node's own disk or memory, not on the cluster's shared storage.
+NODE_LOCAL_PREFIXES = ("/tmp", "/var/tmp", "/dev/shm", "/run")
+NODE_LOCAL_FILESYSTEMS = {"tmpfs", "ramfs"}
+
+
+class LocalHost:
+    name = "this machine"
+    key = "local"  # what job records say for jobs of this host
+    remote = False
+
+    def __init__(self) -> None:
+        self.files = LocalFiles()
+
+    def connect(self) -> None:
+        """Nothing to connect to."""
+
+    def run(self, argv: list[str], *, input: str | None = None,
+            timeout: float | None = None) -> subprocess.CompletedProcess:
+        """Run argv here; text in and out, never raises for a non-zero exit (a missing program
+        exits 127, as in a shell)."""
+        return self._run(argv, input, timeout, True)
+
+    def run_bytes(self, argv: list[str], *, input: bytes | None = None,
+                  timeout: float | None = None) -> subprocess.CompletedProcess:
+        return self._run(argv, input, timeout, False)
+
+    @staticmethod
+    def _run(argv, input, timeout, text: bool) -> subprocess.CompletedProcess:
+        try:
+            return subprocess.run(argv, input=input, capture_output=True, text=text, timeout=timeout)
+        except FileNotFoundError:
+            said = f"{argv[0]}: command not found"
+            return subprocess.CompletedProcess(argv, NOT_FOUND, "" if text else b"", said if text else said.encode())
+
+    def __repr__(self) -> str:
+        return "LocalHost()"
+
+
+def node_local_reason(path: str | Path) -> str:
+    """Why `path` is on one node's own disk or memory (invisible to the other nodes), or ''."""
+    path = Path(path).resolve()
+    tmpdir = os.environ.get("TMPDIR")
+    for prefix in NODE_LOCAL_PREFIXES + ((tmpdir,) if tmpdir else ()):
+        if path == Path(prefix) or Path(prefix) in path.parents:
+            return f"it is under {prefix}, which is each node's own"
+    kind = filesystem_type(path)
+    return f"it is on a {kind} filesystem (memory of one node)" if kind in NODE_LOCAL_FILESYSTEMS else ""
+
+
+def filesystem_type(path: Path) -> str:
+    """The type of the mount holding path (from /proc/mounts; '' where unknown)."""
+    best, kind = "", ""
+    try:
+        mounts = Path("/proc/mounts").read_text().splitlines()
+    except OSError:
+        return ""
+    for line in mounts:
+        parts = line.split()
+        if len(parts) > 2 and (str(path) == parts[1] or str(path).startswith(parts[1].rstrip("/") + "/")):
+            if len(parts[1]) > len(best):
+                best, kind = parts[1], parts[2]
+    return kind

@@ -1,0 +1,70 @@
+"""A job's id, read one way everywhere: `1234` (a job), `1234_3` (an element of a job array, as
+squeue, sacct and scancel name it), `1234+1` (a component of a heterogeneous job), each with an
+optional step after a dot (`1234.0`, `1234.batch`, `1234_3.extern`). The local backend names its
+jobs and array elements the same way. Standard library only.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from hpcjax.errors import UsageError
+
+PATTERN = re.compile(r"(?P<job>\d+)(?:_(?P<task>\d+))?(?:\+(?P<component>\d+))?(?:\.(?P<step>[A-Za-z0-9_]+))?")
+FORM = "a job id is a number, e.g. 1234, or an array element's, e.g. 1234_3"
+
+
+@dataclass(frozen=True)
+class JobId:
+    job: str  # the job's number (an array's, or a heterogeneous job's, own)
+    task: str | None = None  # the array element's index
+    component: str | None = None  # the heterogeneous job's component
+    step: str | None = None  # the step: a number, batch, extern
+
+    @property
+    def element(self) -> str:
+        """The id without its step: what squeue and the records call the job."""
+        return self.job + (f"_{self.task}" if self.task is not None else "") + \
+            (f"+{self.component}" if self.component is not None else "")
+
+    def __str__(self) -> str:
+        return self.element + (f".{self.step}" if self.step is not None else "")
+
+
+def parse(text) -> JobId | None:
+    """The parts of a job id, or None when `text` is not one."""
+    match = PATTERN.fullmatch(str(text).strip()) if isinstance(text, (str, int)) else None
+    if match is None:
+        return None
+    return JobId(match["job"], match["task"], match["component"], match["step"])
+
+
+def check(text, what: str = "job id") -> str:
+    """A job or an array element, as a user names one (no step, no component): else UsageError."""
+    if not is_element(text):
+        raise UsageError(f"invalid {what} {text!r}", FORM)
+    return str(text)
+
+
+def is_element(text) -> bool:
+    """Whether `text` names a job or an array element (what `hpcjax status` takes), not a step."""
+    found = parse(text)
+    return found is not None and found.step is None and found.component is None and str(text) == found.element
+
+
+def base(text: str) -> str:
+    """The job an id belongs to: an array element's array, a step's job."""
+    found = parse(text)
+    return found.job if found else str(text)
+
+
+def bases(ids) -> list[str]:
+    """The distinct jobs of some ids, in numerical order (what one squeue or sacct asks about)."""
+    return sorted({base(i) for i in ids}, key=int)
+
+
+def is_step_of(text: str, job: str) -> bool:
+    """Whether `text` (sacct's JobID) is a step of `job` (a job or an array element)."""
+    found = parse(text)
+    return found is not None and found.step is not None and found.element == job

@@ -1,0 +1,121 @@
+"""The one way every job is submitted, whatever started it (`hpcjax submit`, `smoke`, `train`
+through submit, `relaunch`, a sweep, a chain, the Trainer, a remote function's call or map):
+
+  resolve  the entry point builds a Submission: the spec (profile + options), the backend and the
+           cluster it goes to, what travels with it (uploads, Data, a Python call)
+  check    every refusal, no side effect (launch.checks); where it goes asked in one round trip
+  stage    what the job needs where it runs, made there (launch.stage)
+  render   what the backend will run; a dry run stops here and shows it
+  submit   the backend starts it (sbatch here or over SSH, or this machine's processes)
+  record   its records and catalog row, its id announced (record_fields, catalog.keep)
+  follow   its Runs: a first look at what the scheduler says (then wait or logs, as the caller likes)
+
+Each step is owned by one module; each check runs once per submission.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from hpcjax import jobid
+from hpcjax.backends import Backend
+from hpcjax.follow.run import interrupts_held
+from hpcjax.hosts import ship
+from hpcjax.hosts.cluster import Cluster
+from hpcjax.job.spec import JobSpec
+from hpcjax.launch import checks, stage, uploads
+
+
+@dataclass
+class Submission:
+    spec: JobSpec
+    backend: Backend
+    cluster: Cluster = field(default_factory=Cluster)  # Cluster(): this machine
+    uploads: tuple = ()  # (local path, name in the job's working directory): --upload
+    data: tuple = ()  # the API's Data: (local or cluster path, whether it is the cluster's)
+    storage: tuple = ()  # (what, path) the job writes, which a multi-node job needs shared
+    root: Path | None = None  # where the working tree is (default: the git repository of cwd, else cwd)
+    limit_mb: int = ship.DEFAULT_LIMIT_MB
+    ship_code: bool = True  # the working tree goes with it (not for hpcjax's own checks)
+    call: object | None = None  # the API's call: .write(sub, home) writes its folder, sets the command
+    announce: object | None = None  # announce(job_id), as soon as it is recorded
+    dirs_there: tuple = ()  # directories the stage makes there first (the API's calls folder)
+    # what the steps learn and make
+    workdir: str = ""  # where the job starts (its snapshot on a cluster)
+    log_dir: str = ""
+    run_dirs: dict = field(default_factory=dict)  # kept run directories there (a relative --run-dir)
+    data_there: dict = field(default_factory=dict)  # local Data path -> where it is stored there
+    bound_there: list = field(default_factory=list)  # more paths there to bind into a container
+
+    @property
+    def tree(self) -> Path:
+        if not hasattr(self, "_tree"):
+            self._tree = ship.tree_root(self.root or Path.cwd())
+        return self._tree
+
+    def kept_run_dirs(self) -> dict[str, str]:
+        return uploads.relative_run_dirs(self.spec, self.tree) if self.cluster.remote and self.ship_code else {}
+
+    def local_data(self) -> list[str]:
+        return [path for path, on_cluster in self.data if not on_cluster]
+
+    def to_upload(self) -> list[Path]:
+        """What is stored there by content: --upload's directories, and the API's local Data."""
+        found = [local for local, _ in self.uploads] + [Path(p) for p in self.local_data()] \
+            if self.cluster.remote else []
+        return list(dict.fromkeys(found))
+
+    def storage_paths(self) -> list[tuple[str, str]]:
+        return list(self.storage) + [("Data", p) for p in self.local_data()]
+
+    @property
+    def elements(self) -> list[int | None]:
+        return list(range(self.spec.array)) if self.spec.array else [None]
+
+    def record_fields(self, element: int | None, job_id: str) -> dict:
+        return record_fields(self, element, job_id)
+
+
+def submit(sub: Submission) -> list:
+    """Check, stage, submit, record; the Runs (one per array element), after a first look."""
+    probe = checks.check(sub)
+    stage.stage(sub, probe)
+    with interrupts_held():  # sbatch and the record are one: Ctrl-C waits until the job has both
+        runs = sub.backend.submit(sub)
+    if sub.announce is not None:
+        sub.announce(jobid.base(runs[0].job_id) if sub.spec.array else runs[0].job_id)
+    runs[0].ensure_can_start()
+    return runs
+
+
+def dry_run(sub: Submission) -> tuple[str, str]:
+    """(what would run, the line that says what it is): every check the submit makes, nothing made."""
+    probe = checks.check(sub)
+    if sub.cluster.remote:
+        stage.as_there(sub, probe.home)
+    return sub.backend.render(sub)
+
+
+def record_fields(sub: Submission, element: int | None, job_id: str) -> dict:
+    """What a job record keeps of a submission (of one element of an array), the same for every
+    backend: for the catalog, `status`, `fetch`, `report` and `relaunch`."""
+    from hpcjax.catalog import keep
+    from hpcjax.job import profiles
+
+    spec = sub.spec
+    command = spec.array_commands[element] if element is not None and spec.array_commands else spec.command
+    fields = {"backend": sub.backend.name, "output_dir": sub.log_dir, "layout": spec.layout.as_dict(),
+              "workdir": sub.workdir, "name": spec.job_name, "kind": keep.kind_of(command), "command": list(command),
+              "options": profiles.values_of(spec), "partition": spec.partition, "submitted": time.time()}
+    if element is not None and spec.sweep:
+        fields.update(sweep=job_id, sweep_values=dict(spec.sweep[element]))
+    if spec.after:
+        fields["after"] = [f"{job}:{when}" for job, when in spec.after]
+    named = keep.run_dir_of(spec, command)
+    if named:  # where its run is kept (a relative one: where it was kept there, else below the job's directory)
+        fields["run_dir"] = sub.run_dirs.get(named) or (named if named.startswith("/") else f"{sub.workdir}/{named}")
+    if sub.cluster.remote:
+        fields["cluster"] = sub.cluster.as_record()
+    return fields

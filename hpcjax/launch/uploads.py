@@ -1,0 +1,94 @@
+"""What a job is given beside its code, from a laptop: uploads (`--upload LOCAL[:NAME]`, the API's
+`Data`), and the run directories its command names relative to its working directory, which
+are kept beside the snapshots (a snapshot is new at every submission) and linked into each.
+Read and checked here (the resolve and check steps); shipped by launch.stage."""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import re
+from pathlib import Path, PurePosixPath
+
+from hpcjax.errors import UsageError
+from hpcjax.hosts import ship
+from hpcjax.job.spec import JobSpec
+from hpcjax.rundir import run_dir_argument
+from hpcjax.validate import local_path
+
+UPLOAD_NAME = re.compile(r"[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)*")  # where an upload appears for the job
+
+
+def parse_upload(text: str, cwd: Path | None = None) -> tuple[Path, str]:
+    """--upload LOCAL[:NAME]: a local directory (or file) and the relative path where the job
+    finds it in its working directory (default: LOCAL's own path there when LOCAL is below the
+    working directory, else its name), so code that opens ./data on the laptop opens the same
+    path on the cluster."""
+    cwd = (cwd or Path.cwd()).resolve()
+    form = "--upload ./data or --upload ~/datasets/mnist:data/mnist"
+    if not text.strip():
+        raise UsageError("--upload '' names no directory (it would ship the whole working directory)",
+                         f"give a local directory or file, optionally with the name the job sees: {form}")
+    if "\0" in text:
+        raise UsageError(f"--upload {text!r} holds a NUL byte, which no path does", f"e.g. {form}")
+    local, name = text, ""
+    if not local_path(text, "--upload").exists() and ":" in text:
+        local, name = text.rsplit(":", 1)
+    # The name is the path as given (a link named ./data is seen as ./data), the content what it leads to.
+    given = Path(os.path.abspath(local_path(local, "--upload")))
+    path = given.resolve()
+    if not local.strip() or not path.exists():
+        raise UsageError(f"--upload {text}: {local or repr(local)} does not exist on this machine",
+                         f"give a local directory or file, optionally with the name the job sees: {form}")
+    if not name:
+        name = str(given.relative_to(cwd)) if cwd in given.parents else given.name
+    check_links(path, f"--upload {text}")
+    if not UPLOAD_NAME.fullmatch(name) or ".." in name.split("/"):
+        raise UsageError(f"--upload {text}: {name!r} is not a relative path the job can be given",
+                         "letters, digits, '.', '_', '-' and '/', below the working directory, e.g. data/mnist")
+    return path, name
+
+
+def check_links(path: Path, what: str) -> None:
+    """Refuse data whose links lead out of it: as links, the job would find the cluster's files
+    at those paths, or none (rsync sends links as links)."""
+    outside = ship.outside_links(path)
+    if outside:
+        raise UsageError(f"{what}: {len(outside)} link(s) in it lead outside it: {', '.join(outside[:3])}",
+                         "the job would find the cluster's files at those paths, or none: send what they point "
+                         "to as well (--upload TARGET:NAME, or another Data), or replace the links by copies")
+
+
+def relative_run_dirs(spec: JobSpec, root: Path) -> dict[str, str]:
+    """The relative run directories the job's command(s) name, each as its path below the tree's
+    root. A snapshot is new at every submission: these are kept beside the snapshots instead (one
+    per project and path) and linked into each, so a relaunch or a requeue resumes, as it does in a
+    directory on the cluster."""
+    here = PurePosixPath(ship.relative_cwd(root))
+    found = {}
+    for command in spec.array_commands or (spec.command,):
+        named = run_dir_argument(command)
+        if named and not named.startswith(("/", "~", "$")) and posixpath.normpath(named) != ".":
+            path = posixpath.normpath(str(here / named))
+            if path not in (".", "..") and not path.startswith("../"):  # what leaves the tree is the job's affair
+                found[named] = path
+    return found
+
+
+def check_uploads(uploads, names: list[str], root: Path, ship_code: bool) -> None:
+    """Each upload's name free in the job's working directory: not a shipped file or folder."""
+    if uploads and not ship_code:
+        raise UsageError("--upload needs the working tree shipped (the upload appears in its directory)",
+                         "drop --upload, or pass the data's path on the cluster instead")
+    here = ship.relative_cwd(root)
+    shipped = {str(PurePosixPath(n).relative_to(here)) if here != "." else n for n in names
+               if here == "." or n.startswith(here + "/")}
+    taken = shipped | {str(parent) for n in shipped for parent in PurePosixPath(n).parents}
+    for local, name in uploads:
+        if name in taken:
+            raise UsageError(f"--upload {local}:{name}: {name} is part of the shipped working tree",
+                             f"ignore it (.gitignore or {ship.IGNORE_FILE}) so only the upload is sent, or "
+                             "give the upload another name: --upload LOCAL:NAME")
+    seen = [name for _, name in uploads]
+    if len(set(seen)) != len(seen):
+        raise UsageError(f"two uploads share a name: {', '.join(seen)}", "give each its own: --upload LOCAL:NAME")

@@ -1,0 +1,86 @@
+"""Every command line hpcjax gives SLURM, built here and nowhere else (the batch script's own
+lines, srun and `scontrol requeue`, are the template's: templates/sbatch.sh.j2). Each function
+returns an argv; where it runs (this machine, or a login node over SSH) is its caller's host.
+Job ids are given as hpcjax.jobid reads them: arrays' elements as A_i."""
+
+from __future__ import annotations
+
+from hpcjax import jobid
+
+# squeue's fields with -r: one line per array element, named A_i
+QUEUE_FIELDS = "%i|%j|%T|%r|%N|%M"
+# sacct's fields of a job (and of its steps) as hpcjax reads them
+ACCOUNTING_FIELDS = ("JobID", "JobName", "State", "ExitCode", "Elapsed", "NodeList", "NTasks", "Reason", "WorkDir")
+# sacct's fields of each attempt of a job (--duplicates: a requeued job has one row per attempt)
+ATTEMPT_FIELDS = ("JobID", "State", "Start", "End", "NodeList", "AllocTRES", "ExitCode")
+SUMMARY_FORMAT = "%P %D nodes, %c CPUs, gres %G"
+
+
+def sbatch(script: str) -> list[str]:
+    """Submit a script file; its job id on stdout (`--parsable`: ID or ID;CLUSTER)."""
+    return ["sbatch", "--parsable", script]
+
+
+def queue(job_ids) -> list[str]:
+    """What the controller knows now of these jobs (and every element of their arrays)."""
+    return ["squeue", "-h", "-r", "-t", "all", "-j", ",".join(jobid.bases(job_ids)), "-o", QUEUE_FIELDS]
+
+
+def queue_ids(job_ids) -> list[str]:
+    """The ids of these jobs (or elements) the controller knows now, one a line."""
+    return ["squeue", "-h", "-j", ",".join(job_ids), "-o", "%i"]
+
+
+def own_id(element: str) -> list[str]:
+    """An array element's own job number (srun --jobid and its ranks' SLURM_JOB_ID know it by that)."""
+    return ["squeue", "-h", "-j", element, "-o", "%A"]
+
+
+def accounting(job_ids) -> list[str]:
+    """Accounting's rows of these jobs, their array elements and their steps."""
+    return ["sacct", "-j", ",".join(jobid.bases(job_ids)), "-P", "-n", "-o", ",".join(ACCOUNTING_FIELDS)]
+
+
+def attempts(job_ids) -> list[str]:
+    """Every attempt of these jobs (a requeued job's earlier ones too)."""
+    return ["sacct", "-X", "--duplicates", "-P", "-n", "-j", ",".join(jobid.bases(job_ids)),
+            "-o", ",".join(ATTEMPT_FIELDS)]
+
+
+def states(job_ids) -> list[str]:
+    """Each job's (or element's) last state, one `ID|STATE` line each."""
+    return ["sacct", "-X", "-n", "-P", "-j", ",".join(job_ids), "-o", "JobID,State"]
+
+
+def controller_job(job_id: str) -> list[str]:
+    """The controller's one-line record of a job (when accounting cannot be asked)."""
+    return ["scontrol", "show", "job", "-o", job_id]
+
+
+def hostnames(nodelist: str) -> list[str]:
+    return ["scontrol", "show", "hostnames", nodelist]
+
+
+def config() -> list[str]:
+    """The controller's configuration (MaxArraySize, MinJobAge, ...), `Name = value` lines."""
+    return ["scontrol", "show", "config"]
+
+
+def cancel(job_id: str) -> list[str]:
+    return ["scancel", job_id]
+
+
+def requeue(job_id: str) -> list[str]:
+    return ["scontrol", "requeue", job_id]
+
+
+def summary() -> list[str]:
+    """The partitions, one line each, for a hint: `gpu 2 nodes, 8 CPUs, gres gpu:4`."""
+    return ["sinfo", "-h", "-o", SUMMARY_FORMAT]
+
+
+def on_each_node(job: str, nodes: int, environment: str, argv: list[str]) -> list[str]:
+    """`argv` once on every node of a running job, beside its steps (it does not wait for the
+    job's resources): how `hpcjax stacks` reads the ranks where they run."""
+    return ["srun", "--overlap", f"--jobid={job}", f"--nodes={nodes}", f"--ntasks={nodes}", "--ntasks-per-node=1",
+            "--quiet", f"--export=ALL,{environment}", *argv]

@@ -1,0 +1,125 @@
+"""One SLURM job, followed: its state (the controller's while it remembers the job, then
+accounting's), its ranks' hosts, its end and its report (the batch log's srun lines, the
+attempts log, why a job with --after never started). Submitting is hpcjax.backends.slurm's."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+
+from hpcjax import jobid
+from hpcjax.catalog import records
+from hpcjax.contract import DEFAULT_OUTPUT_DIR, Layout, batch_log_path, rank_log_path
+from hpcjax.errors import SubmitError
+from hpcjax.follow.outcome import Outcome, analyze, last_attempt, srun_events, tail_lines
+from hpcjax.follow.run import Run
+from hpcjax.hosts.cluster import Cluster
+from hpcjax.job import profiles
+from hpcjax.slurm import commands, controller as slurmctl
+from hpcjax.slurm.status import JobStatus
+
+# Pending reasons that mean the job can never start as asked: waiting is pointless.
+NEVER_STARTS = {"PartitionConfig", "PartitionNodeLimit", "PartitionTimeLimit", "BadConstraints",
+                "InvalidAccount", "InvalidQOS", "AccountNotAllowed", "QOSNotAllowed",
+                "ReqNodeNotAvail, UnavailableNodes:", "JobHeldAdmin", "DependencyNeverSatisfied"}
+class SlurmRun(Run):
+    backend = "slurm"
+
+    def __init__(self, job_id: str, log_dir, num_ranks: int, cluster: Cluster | None = None) -> None:
+        self.cluster = cluster or Cluster()
+        super().__init__(slurmctl.check_job_id(job_id), log_dir, num_ranks, self.cluster.host())
+        self.slurm = slurmctl.slurm_on(self.host)
+        self.slurm.watcher.follow(self.job_id)  # polled with every other job this process follows
+        self._status: JobStatus | None = None
+
+    def catalog_key(self) -> str:
+        return records.key(self.job_id, self.cluster.destination)
+
+    @classmethod
+    def attach(cls, job_id: str, record: dict | None, cluster: Cluster | None = None) -> "SlurmRun":
+        """A job submitted earlier: by hpcjax (its record says where the logs are) or with
+        plain sbatch (the default log directory under the job's working directory)."""
+        if record:  # the cluster the user named wins; else the user's own way to the one the record names
+            cluster = cluster or profiles.cluster_from_record(record.get("cluster"))
+            run = cls(job_id, record["output_dir"], Layout.from_dict(record.get("layout", {})).num_processes,
+                      cluster)
+            run.run_dir = record.get("run_dir")
+            return run
+        cluster = cluster or Cluster()
+        status = slurmctl.slurm_on(cluster.host()).job_status(job_id)
+        run = cls(job_id, f"{status.workdir or '.'}/{DEFAULT_OUTPUT_DIR}", 0, cluster)
+        run._status = status
+        return run
+
+    def status(self) -> JobStatus:
+        self._status = self.slurm.job_status(self.job_id)
+        return self._status
+
+    def poll(self) -> tuple[str, str]:
+        status = self.status()
+        shown = status.state + (f" ({status.reason})" if status.state == "PENDING" else "")
+        if status.state == "RUNNING":
+            shown += f" on {status.nodelist}"
+        if status.state == "PENDING":
+            self._fail_if_never_starts(status)
+        attempts = self.attempts() if status.state in ("PENDING", "RUNNING", "REQUEUED") else []
+        if attempts:
+            shown += f", after {len(attempts)} attempt(s), the last {attempts[-1].get('ended')}"
+        return status.state, shown
+
+    def ensure_can_start(self, patience_s: float = 10.0) -> None:
+        """Wait until the scheduler has looked at the job once; cancel and fail if it
+        says the job can never start (sbatch accepts such jobs on many clusters)."""
+        deadline = time.monotonic() + patience_s
+        while time.monotonic() < deadline:
+            state, _ = self.poll()
+            if state != "PENDING" or self._status.reason not in ("", "None"):
+                return
+            time.sleep(0.5)
+
+    def _fail_if_never_starts(self, status: JobStatus) -> None:
+        if status.reason in NEVER_STARTS or status.reason.startswith("ReqNodeNotAvail"):
+            self.slurm.run(commands.cancel(jobid.base(self.job_id)))  # an array's elements share the spec
+            summary = self.slurm.summary()
+            raise SubmitError(f"job {self.job_id} can never start: SLURM holds it with reason "
+                              f"{status.reason}; it was cancelled",
+                              f"ask for what the cluster has: {summary}" if summary else
+                              "compare the request with `sinfo -o '%P %D %c %G'`")
+
+    def cancel(self) -> None:
+        self.slurm.cancel_job(self.job_id)
+
+    def hosts(self) -> dict[int, str]:
+        status = self._status if self._status and self._status.finished else self.status()
+        return self.slurm.hosts_of_ranks(status, self.num_ranks or len(self.rank_logs()))
+
+    def describe(self) -> str:
+        return self._with_ending(self.status().describe())
+
+    def as_dict(self) -> dict:
+        return self._with_outcome(self.status().as_dict())
+
+    def _finish(self, state: str) -> Outcome:
+        batch = batch_log_path(self.log_dir, self.job_id)
+        text = self.files.read_text(str(batch)) or ""
+        job_code = self._status.job_exit_code if self._status else 0
+        outcome = analyze(self.job_id, state, srun_events(text), self._rank_log, job_exit_code=job_code,
+                          note=f"no rank reported an error; last lines of {batch}:\n{tail_lines(text, 20).rstrip()}",
+                          batch_log=last_attempt(text), files=self.files)
+        if not text and state == "CANCELLED":  # it never started: a dependency that ended otherwise than asked?
+            outcome = dataclasses.replace(outcome, note=self._not_started() or outcome.note)
+        why = (self.attempts() or [{}])[-1].get("not_retried")  # --retry-failed said why it stopped
+        return dataclasses.replace(outcome, note=f"{outcome.note}\nnot retried: {why}".strip()) if why else outcome
+
+    def _not_started(self) -> str:
+        """Why a job with --after never started: the first dependency that did not end as asked."""
+        for dependency in (records.load(self.catalog_key()) or {}).get("after") or []:
+            job, _, when = dependency.partition(":")
+            lines = self.slurm.run(commands.states([job])).split()
+            ended = lines[-1].split("|")[-1] if lines else "UNKNOWN"
+            if when == "ok" and ended != "COMPLETED":
+                return f"not started: job {job} {ended.lower()} (--after {dependency}), so SLURM cancelled this one"
+        return ""
+
+    def _rank_log(self, rank: int):
+        return rank_log_path(self.log_dir, self.job_id, rank)
