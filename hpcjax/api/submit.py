@@ -1,4 +1,4 @@
-"""A Python call as a job, through the one pipeline every job takes (hpcjax.launch.pipeline): the
+"""A Python call as a job, through the one pipeline every job takes (hpcjax.launch.steps): the
 API resolves the submission (the worker as the command, the call's Data, its storage) and adds
 only what is its own, the call's folder (`CallStage`, written at the stage step: here in the
 storage directory; for a cluster reached over SSH, here in a temporary directory first, then sent
@@ -87,7 +87,7 @@ def launch(function, arguments: list[tuple[tuple, dict]], scaling: ScalingConfig
            array: bool = False, after: tuple = ()) -> list[calls.Call]:
     """Submit one job (or, with `array`, a job array of one element per argument); the Calls in
     order. Everything is checked before anything is written or submitted."""
-    from hpcjax.launch import pipeline, submission
+    from hpcjax.launch import steps, submission
 
     cluster = target_cluster(scaling, backend)
     found: list[Data] = []
@@ -104,7 +104,7 @@ def launch(function, arguments: list[tuple[tuple, dict]], scaling: ScalingConfig
                      limit_mb=scaling.ship_limit_mb, data=tuple((d.path, d.on_cluster) for d in found),
                      storage=(("storage", str(storage)),) if cluster is None else (), call=stage,
                      dirs_there=(str(PurePosixPath(storage) / "calls"),) if cluster else ())
-    runs = pipeline.submit(sub)
+    runs = steps.submit(sub)
     return [calls.Call(stage.call_dir, i, run) for i, run in enumerate(runs)]
 
 

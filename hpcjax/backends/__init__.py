@@ -28,7 +28,7 @@ _INSTANCES: dict[str, "Backend"] = {}
 
 
 class Backend:
-    """What every backend answers. The pipeline (hpcjax.launch.pipeline) calls these in its order:
+    """What every backend answers. The pipeline (hpcjax.launch.steps) calls these in its order:
     check, then (after staging) submit; a dry run calls render instead of submit."""
 
     name: ClassVar[str] = ""

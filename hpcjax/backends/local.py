@@ -65,6 +65,10 @@ class LocalBackend(Backend):
         if record is None:
             raise HpcjaxError(f"no record of local job {job_id} in {records.records_dir()}",
                               "`hpcjax runs` lists the jobs hpcjax knows")
+        if not record.get("layout"):  # its ranks are counted from it
+            where = records.records_dir() / f"{job_id}.json"
+            raise records.DamagedRecord(f"the record of local job {job_id} ({where}) has no layout",
+                                        f"delete it (rm {where}); the job cannot be followed without it")
         return processes.started_here(job_id) or processes.LocalRun.attach(job_id, record)
 
     def refresh(self, conn, rows: list[dict]) -> None:

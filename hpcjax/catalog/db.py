@@ -173,7 +173,7 @@ def import_records(conn: sqlite3.Connection) -> int:
 
 def from_record(record: dict, written: float) -> dict:
     layout = record.get("layout") or {}
-    state = record.get("state") or ("PENDING" if record.get("backend") == "slurm" else "UNKNOWN")
+    state = record.get("state") or "PENDING"  # a record is written before its job is known to start
     fields = {"job_id": record.get("job_id", ""), "backend": record.get("backend"),
               "cluster": (record.get("cluster") or {}).get("destination", ""),
               "output_dir": record.get("output_dir"), "run_dir": record.get("run_dir"),

@@ -1,5 +1,5 @@
 """What the catalog keeps of each job: its record and its row in hpcjax.catalog.db, written when
-it is submitted (the fields: launch.pipeline.record_fields), changed as it runs and when a
+it is submitted (the fields: launch.steps.record_fields), changed as it runs and when a
 follower sees it end; and the refresh that brings unfinished runs up to date, each backend its
 own (hpcjax.backends: SLURM's from one `sacct --duplicates` per cluster, the local backend's from
 their records), then every run's last metrics from its run directory. (`hpcjax runs` is

@@ -89,8 +89,6 @@ def check(record) -> str:
         return f"its layout {layout!r} is not three positive integers"
     if not record.get("output_dir"):
         return "it names no output_dir (where the job's logs are)"
-    if record.get("backend") == "local" and not record.get("layout"):
-        return "a local job's record without its layout"
     if "cluster" in record and not isinstance((record["cluster"] or {}).get("destination", ""), str):
         return "its cluster has no destination"
     return ""

@@ -14,7 +14,7 @@ def cmd_recipe(args: argparse.Namespace, command: list[str]) -> int:
     from hpcjax.errors import UsageError
     from hpcjax.containers.recipes import recipe
 
-    from hpcjax.cli.files import output_file, write_atomically
+    from hpcjax.cli.outputs import output_file, write_atomically
     from hpcjax.validate import read_text
 
     output = output_file(args.output) if args.output is not None else None

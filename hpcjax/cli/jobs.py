@@ -13,7 +13,7 @@ from hpcjax.errors import UsageError
 from hpcjax.validate import make_directory
 from hpcjax.cli.options import (add_backend_option, add_cluster_options, add_job_options, cluster_from_args,
                                 merged_options, spec_from_args, takes_command)
-from hpcjax.cli.files import output_file, write_atomically
+from hpcjax.cli.outputs import output_file, write_atomically
 
 
 def cmd_render(args: argparse.Namespace, command: list[str]) -> int:
@@ -63,12 +63,12 @@ def warn_missing_here(spec) -> None:
 def as_there(spec, cluster):
     """The spec with the cluster's paths, its image and binds checked there (one round trip;
     nothing shipped or made)."""
-    from hpcjax.launch import checks, stage, submission
+    from hpcjax.launch import refusals, staging, submission
 
     sub = submission(spec, cluster=cluster)
-    probe = checks.ask(sub, sub.backend.wants(sub))
+    probe = refusals.ask(sub, sub.backend.wants(sub))
     sub.backend.check(sub, probe)
-    stage.as_there(sub, probe.home)
+    staging.as_there(sub, probe.home)
     return sub.spec
 
 
@@ -137,7 +137,7 @@ def shaped(spec, args: argparse.Namespace):
 
 
 def cmd_submit(args: argparse.Namespace, command: list[str]) -> int:
-    from hpcjax.launch import pipeline
+    from hpcjax.launch import steps
 
     values = merged_options(args)  # the profile file is read once
     spec = shaped(spec_from_args(args, command, values), args)
@@ -149,12 +149,12 @@ def cmd_submit(args: argparse.Namespace, command: list[str]) -> int:
 
     sub = submission_of(args, spec, values, cluster_from_args(args, values), announce=announce)
     if args.dry_run:
-        shown, said = pipeline.dry_run(sub)
+        shown, said = steps.dry_run(sub)
         print(said, file=sys.stderr)
         sys.stdout.write(shown)
         return 0
     try:
-        elements = pipeline.submit(sub)
+        elements = steps.submit(sub)
     except KeyboardInterrupt:
         return interrupted_while_submitting(announced)
     if not args.wait and not sub.backend.submitter_follows:

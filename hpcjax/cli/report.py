@@ -15,7 +15,7 @@ from hpcjax.rundir import RunDir
 def cmd_report(args: argparse.Namespace, command: list[str]) -> int:
     from hpcjax.pages.page import render
 
-    from hpcjax.cli.files import output_file
+    from hpcjax.cli.outputs import output_file
 
     if any(not text.strip() for text in args.run_dir):
         raise UsageError("the run directory is an empty string", "give the --run-dir of a training run, or a job id")

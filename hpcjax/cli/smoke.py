@@ -39,7 +39,7 @@ def smoke_spec(base, bandwidth: bool, sizes: str | None = None,
 
 def cmd_smoke(args: argparse.Namespace, command: list[str]) -> int:
     from hpcjax.follow import verdicts as smoke
-    from hpcjax.launch import pipeline
+    from hpcjax.launch import steps
 
     if command:
         raise UsageError("`hpcjax smoke` runs its own checks and takes no command",
@@ -59,7 +59,7 @@ def cmd_smoke(args: argparse.Namespace, command: list[str]) -> int:
     # The checks need nothing of the working tree: only hpcjax is shipped.
     sub = submission_of(args, spec, values, cluster, ship_code=False)
     backend = sub.backend.name
-    [run] = pipeline.submit(sub)
+    [run] = steps.submit(sub)
     try:
         run.wait()
     except KeyboardInterrupt:

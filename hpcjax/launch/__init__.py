@@ -1,4 +1,4 @@
-"""Submitting a job, the one way every entry point does (launch.pipeline: resolve, check, stage,
+"""Submitting a job, the one way every entry point does (launch.steps: resolve, check, stage,
 render, submit, record, follow), and finding it again. Never imports JAX, so it starts at once.
 
     from hpcjax.launch import submit, submit_array, attach
@@ -26,7 +26,7 @@ def submission(spec, backend: str | None = backends.AUTO, cluster=None, *, after
 
     from hpcjax.hosts.cluster import Cluster
     from hpcjax.job.spec import dependencies
-    from hpcjax.launch.pipeline import Submission
+    from hpcjax.launch.steps import Submission
 
     if after is not None:
         spec = dataclasses.replace(spec, after=dependencies(after))
@@ -43,11 +43,11 @@ def submit(spec, backend: str | None = backends.AUTO, cluster=None, *, after=Non
     it waits for; if one does not end as asked, it is cancelled without starting.
     `announce(job_id)`: called as soon as the job has its id and record."""
     from hpcjax.errors import UsageError
-    from hpcjax.launch import pipeline
+    from hpcjax.launch import steps
 
     if spec.array:
         raise UsageError("a job array has one Run per element", "submit it with submit_array(spec)")
-    [run] = pipeline.submit(submission(spec, backend, cluster, after=after, announce=announce, **shipping))
+    [run] = steps.submit(submission(spec, backend, cluster, after=after, announce=announce, **shipping))
     return run
 
 
@@ -55,11 +55,11 @@ def submit_array(spec, backend: str | None = backends.AUTO, cluster=None, *, ann
     """Run a job array (spec.array elements, at most spec.array_parallel at once); return one Run
     per element, in order. Each element sees its index as SLURM_ARRAY_TASK_ID on either backend."""
     from hpcjax.errors import UsageError
-    from hpcjax.launch import pipeline
+    from hpcjax.launch import steps
 
     if not spec.array:
         raise UsageError("submit_array needs a job array (array=N)", "use submit(spec) for one job")
-    return pipeline.submit(submission(spec, backend, cluster, announce=announce, **shipping))
+    return steps.submit(submission(spec, backend, cluster, announce=announce, **shipping))
 
 
 def attach(job_id: str, cluster=None):

@@ -1,7 +1,7 @@
 """What a job is given beside its code, from a laptop: uploads (`--upload LOCAL[:NAME]`, the API's
 `Data`), and the run directories its command names relative to its working directory, which
 are kept beside the snapshots (a snapshot is new at every submission) and linked into each.
-Read and checked here (the resolve and check steps); shipped by launch.stage."""
+Read and checked here (the resolve and check steps); shipped by launch.staging."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@ a job wait, then starts, or is cancelled without starting when a dependency did 
 (ok: it completed; any: it ended): `start_after`, and a sweep's elements together in
 localjobs.queue. (SLURM's side is two #SBATCH lines in its script and the note of a job that never
 started, hpcjax.slurm.job; that every dependency is a job the target knows is checked before
-anything is submitted, hpcjax.launch.checks.)"""
+anything is submitted, hpcjax.launch.refusals.)"""
 
 from __future__ import annotations
 

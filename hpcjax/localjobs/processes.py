@@ -66,7 +66,7 @@ class LocalRun(Run):
         self.final = ""  # the state once every rank has ended (or the job was cancelled before starting)
         self.record = record  # set when attached from another process: its record is the news
         self.start_error = ""  # why the processes could not be started, if they could not
-        # what the catalog keeps of the submission (launch.pipeline's); a sweep's element runs its own command
+        # what the catalog keeps of the submission (launch.steps's); a sweep's element runs its own command
         self.submitted = submitted or {}
         self.command = tuple(self.submitted.get("command") or (spec.command if spec else ()))
         self.started_at = None  # time.time() of start(), for the catalog's attempt

@@ -30,6 +30,9 @@ FINAL_ERRORS = ("Invalid job id", "Invalid user", "Unknown", "accounting storage
 # After accounting failed (slurmdbd down, or no accounting at all), ask the controller
 # alone for this long before trying accounting again: each try costs its retries.
 ACCOUNTING_RETRY_S = 60.0
+# A hint's sinfo is asked once and briefly: with the controller down sinfo itself waits ~40 s,
+# and a refusal must not wait that long for a hint.
+HINT_TIMEOUT_S = 5.0
 # sbatch's refusals, and what the user can do about each (the first that matches).
 REFUSALS = (
     (r"invalid partition", "--partition names no partition here: `sinfo -s` lists them (or drop it for the "
@@ -190,9 +193,10 @@ class Slurm:
     def summary(self) -> str:
         """The partitions, for a hint: "gpu 2 nodes, 8 CPUs, gres gpu:4"."""
         try:
-            text = self.run(commands.summary())
-        except Exception:  # a summary for a hint must never hide the real error
+            proc = self.host.run(commands.summary(), timeout=HINT_TIMEOUT_S)
+        except Exception:  # a summary for a hint must never hide the real error (timeouts included)
             return ""
+        text = proc.stdout if proc.returncode == 0 else ""
         return "; ".join(line.strip() for line in text.splitlines() if line.strip())
 
 

@@ -106,3 +106,11 @@ def test_fetch_never_lands_a_run_above_its_target(tmp_path, hpcjax_home, monkeyp
     records.save("55", record(run_dir="/x/..", output_dir=str(tmp_path)))
     done = run_hpcjax("fetch", "55", "--to", str(tmp_path / "back"), cwd=tmp_path, env={"HPCJAX_HOME": str(hpcjax_home)})
     assert done.returncode == 2 and "has no name to fetch it under" in done.stderr, done.stderr
+
+
+def test_a_local_record_without_its_layout_is_named_damaged_not_followed(hpcjax_home):
+    """The local backend counts a job's ranks from its record's layout: a record without one (hand
+    edited, or cut short) is refused with where it is, not followed with a guessed rank count."""
+    records.save("81", {"backend": "local", "output_dir": "/tmp/logs", "pids": [1]})
+    with pytest.raises(records.DamagedRecord, match="record of local job 81 .* has no layout"):
+        launch.attach("81")

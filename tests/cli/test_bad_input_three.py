@@ -89,10 +89,22 @@ def test_a_corpus_too_small_says_raise_it():
     ("sbatch: error: Batch job submission failed: Job violates accounting/QOS policy", "over a limit of your"),
 ])
 def test_each_sbatch_refusal_has_its_own_hint(said, words):
-    from hpcjax.hosts.here import LocalHost
+    """sinfo answers through a stand-in host here (the hint's own rule is under test; the dev
+    cluster's real sinfo is in tests/launch/test_submit_cluster.py's refusals)."""
     from hpcjax.slurm.controller import Slurm
 
-    assert words in Slurm(LocalHost()).refusal_hint(said)
+    class Sinfo:
+        asked = []
+
+        def run(self, argv, timeout=None):
+            self.asked.append(argv[0])
+            return subprocess.CompletedProcess(argv, 0, "gpu 2 8 gpu:4\n", "")
+
+    host = Sinfo()
+    hint = Slurm(host).refusal_hint(said)
+    assert words in hint
+    about_nodes = any(w in said for w in ("CPU", "Memory"))
+    assert ("the cluster has: gpu 2 8 gpu:4" in hint) == about_nodes and (host.asked == ["sinfo"]) == about_nodes
 
 
 # --- tracebacks on everyday paths ------------------------------------------------------------

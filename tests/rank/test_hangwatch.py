@@ -65,8 +65,12 @@ def test_a_bad_knob_is_refused_on_the_rank_and_before_submitting(env, words, tmp
 
 
 def run_alone(program: str, env: dict, tmp_path) -> subprocess.CompletedProcess:
+    """The program as rank 2 of a job of 3 whose ranks 0 and 1 have already left their stacks (so
+    the first rank to see the hang does not wait its grace period for them)."""
+    for rank in (0, 1):
+        (tmp_path / f"77-rank{rank}.hang.json").write_text("{}\n")
     return subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=60,
-                          env={**os.environ, **env, "SLURM_JOB_ID": "77", "SLURM_PROCID": "2", "SLURM_NTASKS": "1",
+                          env={**os.environ, **env, "SLURM_JOB_ID": "77", "SLURM_PROCID": "2", "SLURM_NTASKS": "3",
                                "HPCJAX_LOG_DIR": str(tmp_path)})
 
 
@@ -80,7 +84,7 @@ def test_a_process_whose_progress_stops_ends_itself_and_leaves_its_stack(tmp_pat
     assert "process 2 on" in done.stderr and "no progress for 1 s at step 9" in done.stderr
     assert "in stuck_in_a_collective" in done.stderr and "hang-watch" not in done.stderr
     marker = json.loads((tmp_path / "77-hang").read_text())
-    assert marker["rank"] == 2 and marker["ranks"] == 1
+    assert marker["rank"] == 2 and marker["ranks"] == 3
     state = json.loads((tmp_path / "77-rank2.hang.json").read_text())
     assert state["step"] == 9 and state["saw_hang"] and state["progress_calls"] == 10
     assert state["threads"][0]["thread_name"] == "MainThread"
@@ -89,8 +93,8 @@ def test_a_process_whose_progress_stops_ends_itself_and_leaves_its_stack(tmp_pat
 
 def test_a_pause_inside_hold_and_the_time_after_close_are_not_watched(tmp_path):
     program = ("import time\nfrom hpcjax.rank import hangwatch, hold, progress\nfor s in range(8):\n"
-               "    progress(s)\n    time.sleep(0.05)\nwith hold():\n    time.sleep(3)\nprogress(8)\n"
-               "time.sleep(0.05)\nprogress(9)\nhangwatch.close()\ntime.sleep(3)\nprint('done')\n")
+               "    progress(s)\n    time.sleep(0.05)\nwith hold():\n    time.sleep(1.6)\nprogress(8)\n"
+               "time.sleep(0.05)\nprogress(9)\nhangwatch.close()\ntime.sleep(1.6)\nprint('done')\n")
     done = run_alone(program, {"HPCJAX_HANG_FLOOR": "1", "HPCJAX_HANG_CEILING": "30"}, tmp_path)
     assert done.returncode == 0 and done.stdout == "done\n", done.stderr
     assert not (tmp_path / "77-hang").exists()

@@ -3,8 +3,8 @@ through submit, `relaunch`, a sweep, a chain, the Trainer, a remote function's c
 
   resolve  the entry point builds a Submission: the spec (profile + options), the backend and the
            cluster it goes to, what travels with it (uploads, Data, a Python call)
-  check    every refusal, no side effect (launch.checks); where it goes asked in one round trip
-  stage    what the job needs where it runs, made there (launch.stage)
+  check    every refusal, no side effect (launch.refusals); where it goes asked in one round trip
+  stage    what the job needs where it runs, made there (launch.staging)
   render   what the backend will run; a dry run stops here and shows it
   submit   the backend starts it (sbatch here or over SSH, or this machine's processes)
   record   its records and catalog row, its id announced (record_fields, catalog.keep)
@@ -25,7 +25,7 @@ from hpcjax.follow.run import interrupts_held
 from hpcjax.hosts import ship
 from hpcjax.hosts.cluster import Cluster
 from hpcjax.job.spec import JobSpec
-from hpcjax.launch import checks, stage, uploads
+from hpcjax.launch import refusals, staging, uploads
 
 
 @dataclass
@@ -80,8 +80,8 @@ class Submission:
 
 def submit(sub: Submission) -> list:
     """Check, stage, submit, record; the Runs (one per array element), after a first look."""
-    probe = checks.check(sub)
-    stage.stage(sub, probe)
+    probe = refusals.check(sub)
+    staging.stage(sub, probe)
     with interrupts_held():  # sbatch and the record are one: Ctrl-C waits until the job has both
         runs = sub.backend.submit(sub)
     if sub.announce is not None:
@@ -92,9 +92,9 @@ def submit(sub: Submission) -> list:
 
 def dry_run(sub: Submission) -> tuple[str, str]:
     """(what would run, the line that says what it is): every check the submit makes, nothing made."""
-    probe = checks.check(sub)
+    probe = refusals.check(sub)
     if sub.cluster.remote:
-        stage.as_there(sub, probe.home)
+        staging.as_there(sub, probe.home)
     return sub.backend.render(sub)
 
 
