@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import re
-import socket
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -160,6 +159,8 @@ def layout_env(nodes: int, gpus_per_node: int, gpus_per_process: int) -> dict[st
 
 def node_name(environ=os.environ) -> str:
     """This process's node as `hpcjax status` and the failure report name it."""
+    import socket  # here, not at the top: every verb imports this module, few ask the node's name
+
     return next((environ[v] for v in NODE_NAME_VARS if environ.get(v)), socket.gethostname())
 
 

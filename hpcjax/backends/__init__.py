@@ -17,6 +17,7 @@ import importlib
 import os
 import pkgutil
 import sys
+from pathlib import Path
 from typing import ClassVar
 
 from hpcjax.errors import UsageError
@@ -96,9 +97,18 @@ def names() -> tuple[str, ...]:
     return tuple(sorted(_TABLE, key=lambda n: (_TABLE[n].order, n)))
 
 
+def _load_one(name: str) -> None:
+    """The module named after a backend registers it: `status` of a SLURM job imports the SLURM
+    backend only (the local one brings the process machinery, SLURM's the template engine)."""
+    if name not in _TABLE and name.isidentifier() and (Path(__path__[0]) / f"{name}.py").is_file():
+        importlib.import_module(f"{__name__}.{name}")
+
+
 def get(name: str) -> Backend:
     """The backend of that name (one instance per process); an unknown name lists the valid ones."""
-    _load()
+    _load_one(name)
+    if name not in _TABLE:
+        _load()
     if name not in _TABLE:
         raise UsageError(f"unknown backend {name!r}", f"valid backends: {', '.join((AUTO, *names()))}")
     if name not in _INSTANCES:
@@ -136,7 +146,10 @@ def choose(name: str | None = AUTO, *, cluster=None, quiet: bool = False) -> Bac
 def of_record(record: dict | None) -> Backend:
     """The backend a job record names (a job without one: SLURM's, submitted with plain sbatch)."""
     name = (record or {}).get("backend") or "slurm"
-    return get(name if name in names() else "slurm")
+    try:
+        return get(str(name))
+    except UsageError:  # a backend this hpcjax does not have: the job is still SLURM's to ask about
+        return get("slurm")
 
 
 def attach(job_id: str, cluster=None):

@@ -13,9 +13,8 @@ from hpcjax.containers import binds
 from hpcjax.contract import FINISHED_STATES
 from hpcjax.errors import HpcjaxError, SlurmNotFound, UsageError
 from hpcjax.follow.run import say
-from hpcjax.slurm import commands, controller, sbatch
+from hpcjax.slurm import commands, controller
 from hpcjax.slurm.job import SlurmRun
-from hpcjax.slurm.script import render_sbatch
 from hpcjax.slurm.status import parse_attempts
 
 
@@ -86,9 +85,13 @@ class SlurmBackend(Backend):
                              "directory to upload: Data('./my_dataset')")
 
     def render(self, sub) -> tuple[str, str]:
+        from hpcjax.slurm.script import render_sbatch  # the template engine: submissions only
+
         return render_sbatch(sub.spec), f"dry run: would submit {sub.spec.layout.described} with this script:"
 
     def submit(self, sub) -> list:
+        from hpcjax.slurm import sbatch  # the template engine: submissions only
+
         cluster = sub.cluster
         job_id = sbatch.there(sub.spec, cluster, sub.workdir, sub.log_dir) if cluster.remote else sbatch.here(sub.spec)
         runs = [SlurmRun(job_id if i is None else f"{job_id}_{i}", sub.log_dir, sub.spec.layout.num_processes, cluster)

@@ -11,20 +11,11 @@ that holds only JAX and NumPy. Each verb imports what it needs when it runs.
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 
 from hpcjax import __version__
-from hpcjax.cli.container import add_container_verb
-from hpcjax.cli.fetch import add_fetch_verbs
-from hpcjax.cli.jobs import add_job_verbs
 from hpcjax.cli.options import Parser, join_dashed_values
-from hpcjax.cli.profile import add_profile_verb
-from hpcjax.cli.rank import add_rank_verbs
-from hpcjax.cli.report import add_report_verb
-from hpcjax.cli.runs import add_runs_verbs
-from hpcjax.cli.smoke import add_smoke_verb
-from hpcjax.cli.stacks import add_stacks_verb
-from hpcjax.cli.train import add_train_verb
 from hpcjax.errors import HpcjaxError, UsageError
 
 DESCRIPTION = """\
@@ -40,21 +31,40 @@ and train. Put the job's command after `--`:
 """
 
 
-def build_parser() -> Parser:
+# Each verb's module and the function there that adds its verbs (in `hpcjax --help`'s order).
+# `hpcjax VERB` imports VERB's module only: on a login node whose Python sits on a shared
+# filesystem every import is several metadata round trips, and `status`, `logs` and `runs` run
+# all day. `hpcjax --help`, no verb or a misspelt one build them all (argparse lists them).
+VERBS = {
+    "render": ("jobs", "add_job_verbs"), "submit": ("jobs", "add_job_verbs"),
+    "status": ("jobs", "add_job_verbs"), "logs": ("jobs", "add_job_verbs"),
+    "cancel": ("jobs", "add_job_verbs"),
+    "smoke": ("smoke", "add_smoke_verb"),
+    "env": ("rank", "add_rank_verbs"), "check": ("rank", "add_rank_verbs"),
+    "train": ("train", "add_train_verb"),
+    "profile": ("profile", "add_profile_verb"),
+    "container": ("container", "add_container_verb"),
+    "report": ("report", "add_report_verb"),
+    "fetch": ("fetch", "add_fetch_verbs"), "tunnel": ("fetch", "add_fetch_verbs"),
+    "stacks": ("stacks", "add_stacks_verb"),
+    "runs": ("runs", "add_runs_verbs"), "relaunch": ("runs", "add_runs_verbs"),
+}
+
+
+def build_parser(verb: str | None = None) -> Parser:
+    """The parser for `verb` (its module's verbs only), or for every verb."""
     parser = Parser(prog="hpcjax", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"hpcjax {__version__}")
     sub = parser.add_subparsers(dest="verb", required=True, parser_class=Parser)
-    add_job_verbs(sub)
-    add_smoke_verb(sub)
-    add_rank_verbs(sub)
-    add_train_verb(sub)
-    add_profile_verb(sub)
-    add_container_verb(sub)
-    add_report_verb(sub)
-    add_fetch_verbs(sub)
-    add_stacks_verb(sub)
-    add_runs_verbs(sub)
+    adders = [VERBS[verb]] if verb in VERBS else list(dict.fromkeys(VERBS.values()))
+    for module, function in adders:
+        getattr(importlib.import_module(f"hpcjax.cli.{module}"), function)(sub)
     return parser
+
+
+def verb_of(options: list[str]) -> str | None:
+    """The verb: the first word that is not an option (hpcjax's own options take no value)."""
+    return next((word for word in options if not word.startswith("-")), None)
 
 
 def split_command(argv: list[str]) -> tuple[list[str], list[str] | None]:
@@ -68,7 +78,8 @@ def split_command(argv: list[str]) -> tuple[list[str], list[str] | None]:
 def main(argv: list[str] | None = None) -> int:
     options, command = split_command(list(sys.argv[1:] if argv is None else argv))
     try:
-        args = build_parser().parse_args(join_dashed_values(options))
+        options = join_dashed_values(options)
+        args = build_parser(verb_of(options)).parse_args(options)
         if command is not None and not args.takes_command:
             raise UsageError(f"`hpcjax {args.verb}` takes no command after --", f"see `hpcjax {args.verb} --help`")
         return args.run(args, command or [])

@@ -26,7 +26,7 @@ def cmd_render(args: argparse.Namespace, command: list[str]) -> int:
         spec = as_there(spec, cluster)
     else:
         warn_missing_here(spec)
-    text = render_sbatch(spec)
+    text = render_sbatch(spec, check_syntax=args.check)
     if args.output is None:
         sys.stdout.write(text)
         return 0
@@ -218,6 +218,9 @@ def add_job_verbs(sub) -> None:
     add_job_options(render)
     add_sweep_options(render)
     render.add_argument("-o", "--output", help="write the script to this file instead of stdout")
+    render.add_argument("--check", action="store_true",
+                        help="also check the script with `bash -n` (submit always does, when a prologue, "
+                             "epilogue or site template is given)")
     add_cluster_options(render)
     takes_command(render, cmd_render)
 

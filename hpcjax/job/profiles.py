@@ -22,7 +22,6 @@ replaces a profile's variable of the same name.
 from __future__ import annotations
 
 import os
-import tomllib
 from pathlib import Path
 
 from hpcjax.containers import table as runtime_table
@@ -61,6 +60,8 @@ def load(path: str | Path | None = None) -> tuple[Path, dict[str, dict]]:
         raise ConfigError(f"no profile file at {path}",
                           f"write one (see profiles/examples.toml in hpcjax's repository), point "
                           f"{PROFILES_ENV} at it, or pass --profile-file")
+    import tomllib  # only when a profile file is read
+
     try:
         data = tomllib.loads(read_text(path, "profile file", ConfigError))
     except tomllib.TOMLDecodeError as err:

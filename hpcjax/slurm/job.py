@@ -22,6 +22,12 @@ from hpcjax.slurm.status import JobStatus
 NEVER_STARTS = {"PartitionConfig", "PartitionNodeLimit", "PartitionTimeLimit", "BadConstraints",
                 "InvalidAccount", "InvalidQOS", "AccountNotAllowed", "QOSNotAllowed",
                 "ReqNodeNotAvail, UnavailableNodes:", "JobHeldAdmin", "DependencyNeverSatisfied"}
+# How long a submit looks for the scheduler's first word on a job before it returns (the id is
+# printed before): SLURM tries a new job at once, so a reason it can never start comes within
+# this on an idle controller; on a busy one the follower (`--wait`, `status`, fit()) says it later.
+LOOK_S, LOOK_EVERY_S = 1.5, 0.25
+
+
 class SlurmRun(Run):
     backend = "slurm"
 
@@ -67,7 +73,7 @@ class SlurmRun(Run):
             shown += f", after {len(attempts)} attempt(s), the last {attempts[-1].get('ended')}"
         return status.state, shown
 
-    def ensure_can_start(self, patience_s: float = 10.0) -> None:
+    def ensure_can_start(self, patience_s: float = LOOK_S) -> None:
         """Wait until the scheduler has looked at the job once; cancel and fail if it
         says the job can never start (sbatch accepts such jobs on many clusters)."""
         deadline = time.monotonic() + patience_s
@@ -75,7 +81,7 @@ class SlurmRun(Run):
             state, _ = self.poll()
             if state != "PENDING" or self._status.reason not in ("", "None"):
                 return
-            time.sleep(0.5)
+            time.sleep(LOOK_EVERY_S)
 
     def _fail_if_never_starts(self, status: JobStatus) -> None:
         if status.reason in NEVER_STARTS or status.reason.startswith("ReqNodeNotAvail"):

@@ -5,6 +5,7 @@ job (`sacct --duplicates`)."""
 
 from __future__ import annotations
 
+import threading
 import time
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
@@ -104,8 +105,7 @@ class Watcher:
         """One squeue and one sacct for every followed job that has not ended for good."""
         asking = [j for j in self.following if j not in self.final]
         self.queries += 1
-        queue = self.slurm.queue_lines(asking)
-        rows = self.slurm.accounting_rows(asking)
+        queue, rows = at_once(lambda: self.slurm.queue_lines(asking), lambda: self.slurm.accounting_rows(asking))
         for job_id in asking:
             controller = self.slurm.controller_row(job_id) if rows is None else None
             try:
@@ -119,6 +119,30 @@ class Watcher:
             if status.finished and accounted:
                 self.final.add(job_id)
         self.asked_at = time.monotonic()
+
+
+def at_once(first, second):
+    """(first(), second()), the two run side by side: a status costs the slower query, not both.
+    An error of either is raised, the first's when both fail (as when they ran in turn)."""
+    got: dict = {}
+
+    def ask() -> None:
+        try:
+            got["value"] = first()
+        except BaseException as error:  # handed to the caller, as if raised there
+            got["error"] = error
+
+    thread = threading.Thread(target=ask, daemon=True)
+    thread.start()
+    try:
+        other = second()
+    except BaseException as error:
+        thread.join()
+        raise got.get("error", error) from None
+    thread.join()
+    if "error" in got:
+        raise got["error"]
+    return got["value"], other
 
 
 def parse_attempts(text: str) -> dict[str, list[dict]]:

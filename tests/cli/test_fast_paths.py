@@ -1,0 +1,110 @@
+"""What the everyday verbs import, held to a named list (issue 36: the CLI at the interpreter's floor).
+
+On a login node whose Python sits on a shared filesystem every imported module is several metadata
+round trips, so a verb that starts importing another verb's machinery (JAX, submitit, the template
+engine for `status`) is slower on every call. A module added to a verb's path on purpose goes into
+its list here; one that comes in by accident fails this test. Measured with `python -X importtime`
+and bench/cli_speed.py.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+# hpcjax's own modules each verb may import (container runtimes: the table loads them all).
+COMMON = {"hpcjax", "hpcjax.cli", "hpcjax.cli.options", "hpcjax.contract", "hpcjax.errors", "hpcjax.jobid",
+          "hpcjax.timeouts", "hpcjax.validate", "hpcjax.shellword", "hpcjax.job", "hpcjax.job.spec",
+          "hpcjax.job.extras", "hpcjax.containers", "hpcjax.containers.binds", "hpcjax.containers.table",
+          "hpcjax.hosts", "hpcjax.hosts.files", "hpcjax.hosts.here", "hpcjax.hosts.ssh"}
+FOLLOW = {"hpcjax.follow", "hpcjax.follow.hangs", "hpcjax.follow.outcome", "hpcjax.follow.ranklogs",
+          "hpcjax.follow.run", "hpcjax.follow.stacks", "hpcjax.follow.triage", "hpcjax.jsonlines", "hpcjax.rundir"}
+CATALOG = {"hpcjax.catalog", "hpcjax.catalog.db", "hpcjax.catalog.keep", "hpcjax.catalog.records"}
+LOCAL = {"hpcjax.backends", "hpcjax.backends.local", "hpcjax.localjobs", "hpcjax.localjobs.chains",
+         "hpcjax.localjobs.environment", "hpcjax.localjobs.processes", "hpcjax.localjobs.queue"}
+JOB_VERBS = {"hpcjax.cli.jobs", "hpcjax.cli.kinds", "hpcjax.cli.outputs", "hpcjax.job.profiles",
+             "hpcjax.hosts.cluster", "hpcjax.launch"}
+ALLOWED = {
+    "render": COMMON | {"hpcjax.cli.jobs", "hpcjax.cli.kinds", "hpcjax.cli.outputs", "hpcjax.job.profiles",
+                        "hpcjax.job.sweeps", "hpcjax.hosts.cluster", "hpcjax.slurm", "hpcjax.slurm.script"},
+    "runs": COMMON | FOLLOW | CATALOG | LOCAL | {"hpcjax.cli.runs"},
+    "status": COMMON | FOLLOW | CATALOG | LOCAL | JOB_VERBS,
+    "logs": COMMON | FOLLOW | CATALOG | LOCAL | JOB_VERBS,
+}
+HEAVY = ("jax", "jaxlib", "numpy", "submitit", "optax", "orbax", "jinja2")  # jinja2: render's alone
+
+DUMP = """
+import sys
+from hpcjax.cli import main
+code = main(sys.argv[1:])
+print("\\n".join(sorted(sys.modules)), file=sys.stderr)
+sys.exit(code)
+"""
+
+
+@pytest.fixture(scope="module")
+def local_job(tmp_path_factory):
+    """A finished job of the local backend, in its own HPCJAX_HOME."""
+    work = tmp_path_factory.mktemp("imports")
+    env = {**os.environ, "HPCJAX_HOME": str(work / "home")}
+    done = subprocess.run([sys.executable, "-m", "hpcjax", "submit", "--backend", "local", "--", "true"],
+                          cwd=work, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return work, env, done.stdout.split()[0]
+
+
+@pytest.mark.parametrize("verb", sorted(ALLOWED))
+def test_each_everyday_verb_imports_its_named_modules_and_nothing_heavy(local_job, verb):
+    work, env, job = local_job
+    argv = {"render": ["render", "--nodes", "2", "--gpus-per-node", "4", "--", "python", "t.py"],
+            "runs": ["runs"], "status": ["status", job], "logs": ["logs", job]}[verb]
+    done = subprocess.run([sys.executable, "-c", DUMP, *argv], cwd=work, env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    modules = set(done.stderr.split())
+    ours = {m for m in modules if m == "hpcjax" or m.startswith("hpcjax.")}
+    runtimes = {m for m in ours if m.startswith("hpcjax.containers.runtimes")}
+    assert ours - runtimes - ALLOWED[verb] == set(), f"`hpcjax {verb}` imports more than its list"
+    assert "hpcjax.cli.jobs" in ours or verb == "runs"  # the verb's own module was loaded
+    heavy = {m.split(".")[0] for m in modules} & set(HEAVY)
+    assert heavy == ({"jinja2"} if verb == "render" else set()), heavy
+
+
+def test_render_checks_bash_only_when_asked_and_submit_always(tmp_path, monkeypatch):
+    """No subprocess on render's path unless --check; a submission still refuses a script that is not bash."""
+    from test_bad_input import cli, refused
+
+    monkeypatch.setenv("HPCJAX_HOME", str(tmp_path / "home"))
+    work = tmp_path / "work"
+    work.mkdir()
+    broken = ["--prologue", "if then fi (", "--", "true"]
+    code, out, err = cli(work, "render", *broken)
+    assert code == 0 and "if then fi (" in out and err == ""
+    refused(work, ["render", "--check", *broken], "the rendered script is not valid bash")
+    if shutil.which("sbatch"):  # without SLURM, submit refuses earlier (no sbatch); test_profiles has the rule
+        refused(work, ["submit", "--backend", "slurm", "--dry-run", *broken], "the rendered script is not valid bash")
+
+
+def test_compiled_templates_are_kept_and_a_cache_that_cannot_be_used_is_no_error(tmp_path, monkeypatch):
+    from hpcjax.job.profiles import job_spec
+    from hpcjax.slurm import script
+
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("XDG_CACHE_HOME", str(cache))
+    script._environment.cache_clear()
+    first = script.render_sbatch(job_spec(["python", "t.py"]))
+    kept = list((cache / "hpcjax" / "templates").iterdir())
+    assert len(kept) == 1 and kept[0].suffix == ".cache" and kept[0].stat().st_size > 1000
+    script._environment.cache_clear()
+    assert script.render_sbatch(job_spec(["python", "t.py"])) == first  # rendered from the kept code
+    kept[0].write_bytes(b"garbage")  # damaged: compiled again, same text
+    script._environment.cache_clear()
+    assert script.render_sbatch(job_spec(["python", "t.py"])) == first
+    monkeypatch.setenv("XDG_CACHE_HOME", "/proc/no-cache-here")  # cannot be made: no cache, no error
+    script._environment.cache_clear()
+    assert script.render_sbatch(job_spec(["python", "t.py"])) == first
+    script._environment.cache_clear()
