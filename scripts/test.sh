@@ -31,6 +31,9 @@ echo "test.sh: installing hpcjax and its dependencies (pip)" >&2
 python3 -m pip install -q --disable-pip-version-check --root-user-action=ignore -e ".[test]"
 # pyenv only sees a new console script after a rehash.
 if command -v pyenv >/dev/null; then pyenv rehash; fi
+# Compiled once for every `python -m hpcjax` the tests start (with PYTHONDONTWRITEBYTECODE set,
+# each would compile the package again).
+python3 -m compileall -q hpcjax >/dev/null
 bash slurm/devcluster/up.sh
 # The dev cluster's second account, whose login shell has a Python with JAX (not hpcjax).
 bash slurm/devcluster/cluster-user.sh >/dev/null

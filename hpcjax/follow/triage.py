@@ -36,7 +36,7 @@ CAUSES = (
     _cause("hang", r"hpcjax: process \d+ on \S+: no progress for \d+ s", HANG_HINT),
     _cause("frozen rank", r"stopped sending heartbeats|heartbeat timeout",
            "a rank stopped answering (stopped with SIGSTOP, swapping, or its node lost): see its log and the "
-           "node's state; the bound is HPCJAX_HEARTBEAT_TIMEOUT (default 60 s)"),
+           "node's state; the bound is HPCJAX_HEARTBEAT_TIMEOUT (default 30 s)"),
     _cause("coordinator unreachable",
            r"does not resolve here|cannot reach the coordinator|failed to connect to all addresses|"
            r"Name or service not known|DNS resolution failed",

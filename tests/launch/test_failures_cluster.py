@@ -110,19 +110,20 @@ def test_a_rank_that_cannot_resolve_the_coordinator_fails_fast_and_says_why(tmp_
 
 def test_a_frozen_rank_ends_the_job_within_the_heartbeat_bound_and_is_named(tmp_path, slurm_cluster, hpcjax_home):
     """SIGSTOP on rank 3 of 8 mid-training: JAX's coordination service misses its
-    heartbeats (bound set to 10 s here), the job ends, and the report blames rank 3, not
-    the ranks that aborted because of it."""
+    heartbeats (at the default bound: a default no test used is a default no one proved), the job
+    ends, and the report blames rank 3, not the ranks that aborted because of it."""
     run_dir = tmp_path / "run"
-    submitted = run_hpcjax("submit", "--nodes", "2", "--gpus-per-node", "4", "--env", "HPCJAX_HEARTBEAT_TIMEOUT=10",
-                           "--", *train_command(run_dir, "--steps", "100000", "--checkpoint-every", "0"),
+    submitted = run_hpcjax("submit", "--nodes", "2", "--gpus-per-node", "4", "--", *train_command(run_dir, "--steps", "100000", "--checkpoint-every", "0"),
                            cwd=tmp_path)
     assert submitted.returncode == 0, submitted.stderr
     job = submitted.stdout.strip()
     wait_records(run_dir, 10)
     pid = rank_pid(tmp_path / "hpcjax-logs" / f"{job}-rank3.log", 3)
     os.kill(pid, signal.SIGSTOP)
+    stopped_at = time.monotonic()
     try:
-        status = wait_state(job, tmp_path, timeout=120)
+        status = wait_state(job, tmp_path, timeout=180)
+        print(f"frozen rank: the job ended {time.monotonic() - stopped_at:.0f} s after SIGSTOP (a figure, not asserted)")
     finally:
         try:
             os.kill(pid, signal.SIGCONT)

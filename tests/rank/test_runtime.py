@@ -35,7 +35,7 @@ def test_every_value_is_passed_and_detection_is_off():
 
 
 def test_the_heartbeat_bound_comes_from_the_environment_or_defaults_to_60_s():
-    assert heartbeat_timeout_s({}) == 60
+    assert heartbeat_timeout_s({}) == 30
     assert heartbeat_timeout_s({"HPCJAX_HEARTBEAT_TIMEOUT": "12"}) == 12
     for bad in ("0", "1", "-5", "ten"):
         with pytest.raises(InitializeError, match="HPCJAX_HEARTBEAT_TIMEOUT"):
