@@ -1,15 +1,20 @@
 """hpcjax: take a JAX training job from a laptop to a SLURM GPU cluster.
 
-Rooms, by where the code runs and what it owns (docs/architecture.md):
-  hpcjax.launch      the login node or a laptop: job spec, rendered script, backends, the Run handle
+Rooms, by step of the flow (docs/architecture.md):
+  hpcjax.job         what a job is: the spec, its layout, profiles, sweeps
+  hpcjax.launch      the one pipeline every entry point uses: stage -> check -> submit
+  hpcjax.backends    where a job runs (local, slurm), one registered class each
+  hpcjax.slurm       SLURM's vocabulary: every command line, the script, status, submitit
+  hpcjax.localjobs   the local backend's processes, queue and chains
+  hpcjax.follow      any job, followed: its Run, outcome, hangs, stacks
   hpcjax.containers  one class per container runtime; image recipes
-  hpcjax.hosts       where SLURM's commands run: this machine (a login node over SSH next)
+  hpcjax.hosts       where commands run: this machine, a login node over SSH
   hpcjax.catalog     what hpcjax remembers of the jobs it submitted
   hpcjax.pages       pages and plots about runs (hpcjax.report is the API's function)
   hpcjax.rank        every rank: environment mapping, roll call, JAX initialization, checks
   hpcjax.train       the training program
   hpcjax.api         the Python API: Trainer (Ray Train's names), @remote, report, Data
-  hpcjax.cli         the command line
+  hpcjax.cli         the command line (a verb imports its own module only)
 Importing hpcjax imports none of them; the names below, and the rooms themselves
 (`hpcjax.rank.progress(step)` after a plain `import hpcjax`), load when first used.
 """
@@ -42,7 +47,8 @@ _LAZY = {
 }
 
 
-ROOMS = ("launch", "containers", "hosts", "catalog", "pages", "rank", "train", "api", "cli")
+ROOMS = ("job", "launch", "backends", "slurm", "localjobs", "follow", "containers", "hosts", "catalog", "pages",
+         "rank", "train", "api", "cli")
 
 
 def __getattr__(name: str):
