@@ -32,9 +32,8 @@ COMPILE_CACHE_ENV = "HPCJAX_COMPILE_CACHE"
 DEFAULT_OUTPUT_DIR = "hpcjax-logs"  # per-rank logs, relative to the job's working directory
 DEFAULT_RUN_DIR = "hpcjax-run"  # checkpoints and metrics of `hpcjax train`
 
-# Log names carry the job id and the rank (SLURM fills %j and %t) so the logs of
-# a job can be found from its id alone. Not the host (%N): that is the machine's
-# hostname, which need not be the SLURM node name.
+# Log names carry the job id and the rank (SLURM fills %j and %t) so the logs of a job can be found
+# from its id alone. Not the host (%N): the machine's hostname need not be SLURM's node name.
 BATCH_LOG = "%j-batch.log"
 RANK_LOG = "%j-rank%t.log"
 # An element of a job array is named <array job>_<index> (%A_%a), as squeue, sacct and
@@ -46,8 +45,8 @@ ARRAY_JOB_KEY = "%A_%a"
 WARNING_SIGNAL = "USR2"
 WARNING_GRACE_S = 120
 
-# A rank that stopped on the warning (and saved) leaves this file, so the batch script
-# knows the attempt was cut short rather than finished; the script exports its path.
+# A rank that stopped on the warning (and saved) leaves this file: the batch script (which exports
+# its path) knows the attempt was cut short rather than finished.
 STOP_MARKER_ENV = "HPCJAX_STOP_MARKER"
 STOP_MARKER = "%j-stopped"
 # One JSON line per attempt of a job (requeues start new attempts), written by the
@@ -58,6 +57,11 @@ ATTEMPT_LINE = "hpcjax: attempt"
 # marker; every rank then leaves its last step and stacks in its own file, which the failure
 # analysis reads. The batch script removes the marker at the start of each attempt.
 HANG_MARKER = "%j-hang"
+# The preflight's step (--preflight): its ranks' output, rank 0's verdict (the figures as JSON;
+# for the batch script, the one line and the failed nodes as two plain lines).
+PREFLIGHT_LOG, PREFLIGHT_REPORT, PREFLIGHT_VERDICT = "%j-preflight.log", "%j-preflight.json", "%j-preflight.txt"
+PREFLIGHT_EXIT = 75  # every rank's exit code when a node failed the preflight (sysexits' EX_TEMPFAIL)
+PREFLIGHT_KEY = "preflight"  # the attempt record's field: the preflight's one line
 RANK_HANG = "%j-rank%t.hang.json"
 STUCK_EXIT_CODE = 124  # what `timeout` returns: the process ended itself for taking too long
 
@@ -181,9 +185,10 @@ def derived_port_shell(job: str = "SLURM_JOB_ID", step: str = "SLURM_STEP_ID") -
             f"${{{RESTART_COUNT}:-0}}) % {PORT_STEPS}))")
 
 
-def attempt_printf(retry_failed: bool) -> str:
+def attempt_printf(retry_failed: bool, preflight: bool = False) -> str:
     """The batch script's printf of its attempt's line (ATTEMPT_RECORD), one JSON object."""
-    fields = ATTEMPT_RECORD if retry_failed else ATTEMPT_RECORD[:-2]
+    fields = (ATTEMPT_RECORD if retry_failed else ATTEMPT_RECORD[:-2]) + (
+        ((PREFLIGHT_KEY, "%s", "$hpcjax_preflight"),) if preflight else ())
     text = ", ".join(f'"{key}": ' + (conversion if conversion == "%d" else f'"{conversion}"')
                      for key, conversion, _ in fields)
     return f"printf '{{{text}}}\\n' " + " ".join(f'"{value}"' for _, _, value in fields)
@@ -260,6 +265,10 @@ def job_key(environ=os.environ) -> str:
     if environ.get("SLURM_ARRAY_JOB_ID") and environ.get("SLURM_ARRAY_TASK_ID"):
         return f"{environ['SLURM_ARRAY_JOB_ID']}_{environ['SLURM_ARRAY_TASK_ID']}"
     return environ.get("SLURM_JOB_ID", "")
+
+
+def preflight_paths(directory: str | Path, job_id: str) -> tuple[Path, Path]:  # (report, verdict lines)
+    return tuple(Path(directory) / name.replace("%j", str(job_id)) for name in (PREFLIGHT_REPORT, PREFLIGHT_VERDICT))
 
 
 def attempts_log_path(directory: str | Path, job_id: str) -> Path:

@@ -67,7 +67,6 @@ class CallStage:
             if sub.spec.container.in_container:
                 calls.stage_dependencies(self.call_dir)
             bound = [str(self.storage)] + [path for path, _ in sub.data]
-            python = sys.executable
         else:
             there = dict(sub.data_there)
             mapped = [calls.unwrap_data((a, k), [], lambda d: d.path if d.on_cluster else there[d.path])
@@ -75,8 +74,8 @@ class CallStage:
             self.call_dir = ship_call(sub.cluster, PurePosixPath(self.storage) / "calls", self.function, mapped,
                                       self.session, sub.tree)
             sub.bound_there = [home] + [p for p, on_cluster in sub.data if on_cluster and not p.startswith(home + "/")]
-            bound, python = [], sub.cluster.python
-        python = "python3" if sub.spec.container.in_container else python
+            bound = []
+        python = dataclasses.replace(sub.spec, cluster_python=sub.cluster.python if home else "").hpcjax_python()
         command = (python, "-u", "-m", "hpcjax.api.worker", str(self.call_dir), self.element)
         container = in_place(sub.spec.container, bound) if bound else sub.spec.container
         sub.spec = dataclasses.replace(sub.spec, command=command, container=container)

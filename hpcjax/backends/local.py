@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import shlex
 import subprocess
+import sys
 
 from hpcjax import backends
 from hpcjax.backends import Backend, register
@@ -19,7 +20,7 @@ from hpcjax.localjobs.environment import check_local_spec, rank_environment
 SLURM_ONLY = (("partition", "--partition"), ("account", "--account"), ("qos", "--qos"),
               ("constraint", "--constraint"), ("mem", "--mem"), ("exclusive", "--exclusive"),
               ("cpus_per_task", "--cpus-per-task"), ("sbatch_lines", "--sbatch"), ("prologue", "--prologue"),
-              ("epilogue", "--epilogue"), ("template", "--template"))
+              ("epilogue", "--epilogue"), ("template", "--template"), ("preflight", "--preflight"))
 
 
 @register
@@ -32,6 +33,9 @@ class LocalBackend(Backend):
 
     def check(self, sub, probe) -> None:
         check_local_spec(sub.spec)
+        if sub.spec.preflight:  # a site profile may make it the default: said, not refused
+            print("preflight: not run on the local backend (it proves a cluster's nodes before a job spends "
+                  "them; this machine is one node, its devices emulated)", file=sys.stderr)
         for job, when in sub.spec.after:
             try:
                 find(job).state()

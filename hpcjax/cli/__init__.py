@@ -41,6 +41,7 @@ VERBS = {
     "cancel": ("jobs", "add_job_verbs"),
     "smoke": ("smoke", "add_smoke_verb"),
     "env": ("rank", "add_rank_verbs"), "check": ("rank", "add_rank_verbs"),
+    "preflight": ("rank", "add_rank_verbs"),
     "train": ("train", "add_train_verb"),
     "profile": ("profile", "add_profile_verb"),
     "container": ("container", "add_container_verb"),
@@ -48,6 +49,7 @@ VERBS = {
     "fetch": ("fetch", "add_fetch_verbs"), "tunnel": ("fetch", "add_fetch_verbs"),
     "stacks": ("stacks", "add_stacks_verb"),
     "runs": ("runs", "add_runs_verbs"), "relaunch": ("runs", "add_runs_verbs"),
+    "nodes": ("nodes", "add_nodes_verb"),
 }
 
 

@@ -110,6 +110,11 @@ def add_job_options(parser: argparse.ArgumentParser, job_name: str = "hpcjax", t
     job.add_argument("--retry-failed", action="store_true", default=None,
                      help="with --requeue: requeue a failed attempt too; a node that failed two attempts "
                           "is excluded from the next")
+    job.add_argument("--preflight", action="store_true", default=None,
+                     help="before the program, prove the allocation's nodes in the job itself (devices, matmul "
+                          "throughput, all-reduce inside and between nodes, storage, GPU health); a node that "
+                          "fails is named and the program never starts (with --retry-failed: requeued "
+                          "without the node)")
     job.add_argument("--sbatch", action="append", metavar="OPTION",
                      help="an extra #SBATCH option hpcjax does not model, e.g. --sbatch=--licenses=scratch")
     job.add_argument("--prologue", action="append", metavar="CMD", help="a shell command before the launch")

@@ -70,10 +70,27 @@ def cmd_check(args: argparse.Namespace, command: list[str]) -> int:
     return 0 if ok else 1
 
 
+def cmd_preflight(args: argparse.Namespace, command: list[str]) -> int:
+    import os
+
+    from hpcjax.rank import preflight
+    from hpcjax.preflight_rules import Floors
+    from hpcjax.rank.runtime import initialize
+
+    floors = Floors.from_env(os.environ)  # a bad floor is refused before JAX starts
+    return preflight.run(initialize(), floors, args.directory)
+
+
 def add_rank_verbs(sub) -> None:
     env = sub.add_parser("env", help="what the runtime derives here, and why (initializes nothing)")
     env.add_argument("--json", action="store_true", help="the mapping as JSON on stdout")
     env.set_defaults(run=cmd_env, takes_command=False)
+
+    preflight = sub.add_parser("preflight", help="run on every rank of a job step: measure the allocation's "
+                               "nodes and fail the ones unfit to train on (what --preflight runs)")
+    preflight.add_argument("--directory", help="the storage to prove from every node (default: the working "
+                                               "directory)")
+    preflight.set_defaults(run=cmd_preflight, takes_command=False)
 
     check = sub.add_parser("check", help="run on every rank of a job step: prove the layout works")
     check.add_argument("which", choices=["devices", "allreduce", "bandwidth", "all"],

@@ -20,10 +20,7 @@ PLOT_FORMATS = (".png", ".svg", ".pdf")
 
 def smoke_command(spec, bandwidth: bool, sizes: str | None,
                   cluster_python: str | None = None) -> tuple[str, ...]:
-    # Bare: this very interpreter (a shared filesystem makes it the nodes' too), or the
-    # cluster's Python when the job goes there over SSH (hpcjax is shipped onto its path).
-    # In a container: the image's python (hpcjax is bound into it).
-    python = "python3" if spec.container.in_container else cluster_python or sys.executable
+    python = replace(spec, cluster_python=cluster_python or "").hpcjax_python()
     command = [python, "-m", "hpcjax", "check", "all", "--json"]
     if bandwidth:
         command.append("--bandwidth")

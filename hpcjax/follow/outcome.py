@@ -14,7 +14,7 @@ import signal
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-from hpcjax.contract import ATTEMPT_LINE, clamp_exit_code
+from hpcjax.contract import ATTEMPT_LINE, PREFLIGHT_KEY, clamp_exit_code
 from hpcjax.errors import JobFailed
 from hpcjax.follow import hangs
 from hpcjax.follow.ranklogs import LOCAL, RankLogs, tail_lines, triaged
@@ -209,3 +209,17 @@ def exit_words(code: int) -> str:
         except ValueError:
             return f"Killed by signal {-code}"
     return f"Exited with exit code {code}"
+
+
+def preflight_failed(job_id: str, state: str, exit_code: int, attempt: dict, report: str) -> Outcome | None:
+    """The outcome of a job whose last attempt ended in its preflight (a node unfit): the nodes and
+    figures the preflight named, not the exit code of its ranks; None for any other ending."""
+    line = attempt.get(PREFLIGHT_KEY) or ""
+    if not line.startswith("preflight: FAILED"):
+        return None
+    nodes = attempt.get("failed_node") or "?"
+    return Outcome(job_id, state, exit_code, note="the program never started: the preflight failed it",
+                   causes=(Finding(f"node(s) {nodes} failed the preflight", f"{line} ({report})",
+                                   "with --requeue N --retry-failed the job requeues itself without them; "
+                                   "`hpcjax nodes` lists the nodes that failed a preflight"),))
+

@@ -171,7 +171,8 @@ class Run:
         return f"  attempts: {len(attempts)} ended: " + "; ".join(
             f"{a.get('attempt')} {a.get('ended')} on {a.get('nodes')}"
             + (f" (failed on {a['failed_node']})" if a.get("failed_node") else "")
-            + (f", not retried: {a['not_retried']}" if a.get("not_retried") else "") for a in attempts)
+            + (f", not retried: {a['not_retried']}" if a.get("not_retried") else "")
+            + (f"; {a['preflight']}" if a.get("preflight") else "") for a in attempts)
 
     def rank_logs(self) -> dict[int, PurePosixPath]:
         """Every rank's log file that exists, by rank."""

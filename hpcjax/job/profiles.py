@@ -39,7 +39,7 @@ INTS = ("nodes", "gpus_per_node", "gpus_per_process", "cpus_per_task", "requeue"
 POSITIVE = ("ship_limit_mb",)  # the others have their own checks, with their own hints, in the spec
 STRS = ("time", "job_name", "partition", "account", "qos", "constraint", "mem", "output_dir", "runtime",
         "image", "template", "host", "remote_dir", "python")
-BOOLS = ("exclusive", "retry_failed", "cleanenv", "bind_hpcjax")
+BOOLS = ("exclusive", "retry_failed", "cleanenv", "bind_hpcjax", "preflight")
 LISTS = ("modules", "binds", "container_flags", "sbatch", "prologue", "epilogue", "ssh_options")
 TABLES = ("env",)
 OPTIONS = INTS + STRS + BOOLS + LISTS + TABLES
@@ -186,7 +186,7 @@ def build_spec(command, values: dict, defaults: dict | None = None):
 
 
 SIMPLE = ("time", "job_name", "partition", "account", "qos", "constraint", "cpus_per_task", "mem", "exclusive",
-          "output_dir", "requeue", "retry_failed", "template")
+          "output_dir", "requeue", "retry_failed", "template", "preflight")
 
 
 def values_of(spec: JobSpec) -> dict:

@@ -1,8 +1,7 @@
 """The job spec: frozen, keyword-only dataclasses that validate themselves.
 
-A spec describes one SLURM job: the GPU layout, the resources, the container
-and the command. Every bad value raises SpecError naming the value, what would
-be valid, and a hint. Nothing here touches SLURM or JAX.
+A spec describes one SLURM job: the GPU layout, the resources, the container and the command. Every
+bad value raises SpecError naming the value, what would be valid, and a hint. No SLURM, no JAX here.
 """
 
 from __future__ import annotations
@@ -22,22 +21,18 @@ ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # SLURM's accepted walltime forms: M, M:S, H:M:S, D-H, D-H:M, D-H:M:S.
 WALLTIME = re.compile(r"(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?")
 MEMORY = re.compile(r"\d+[KMGT]?")
-# Bounds past which a count is a typo: the largest SLURM clusters have about 10,000 nodes, and
-# sbatch misreads node counts past 2**31 as other numbers instead of refusing them.
-MAX_NODES = 65536
-MAX_GPUS_PER_NODE = 1024
+# Bounds past which a count is a typo: the largest clusters have ~10,000 nodes; sbatch misreads counts past 2**31.
+MAX_NODES, MAX_GPUS_PER_NODE = 65536, 1024
+
+UNLIMITED = "UNLIMITED"  # sbatch's --time=0, UNLIMITED or INFINITE: no limit beyond the partition's
 
 
 def _require_int(name: str, value: object, minimum: int, hint: str) -> None:
     require_int(name, value, minimum, hint, error=SpecError)
 
 
-UNLIMITED = "UNLIMITED"  # sbatch's --time=0, UNLIMITED or INFINITE: no limit beyond the partition's
-
-
 def parse_walltime(text: str) -> int | None:
-    """Return SLURM walltime text as seconds (None: no limit); raise SpecError if SLURM would
-    not accept it."""
+    """SLURM walltime text as seconds (None: no limit); SpecError if SLURM would not accept it."""
     hint = ("use SLURM's forms: MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS (e.g. 02:00:00), "
             "or 0 / UNLIMITED for no limit but the partition's")
     if isinstance(text, str) and (text.strip().upper() in (UNLIMITED, "INFINITE") or text.strip() == "0"):
@@ -156,6 +151,8 @@ class JobSpec:
     signal_grace_s: int = contract.WARNING_GRACE_S  # the warning signal this long before the time limit
     requeue: int = 0  # times the job requeues itself after stopping on the warning
     retry_failed: bool = False  # requeue also after a failure (within the same budget)
+    preflight: bool = False  # prove the allocation's nodes in a step of their own before the program's
+    cluster_python: str = ""  # the cluster's Python for hpcjax's own programs, when the job is sent over SSH
     sbatch_lines: tuple[str, ...] = ()  # extra #SBATCH options hpcjax does not model (launch.extras)
     prologue: tuple[str, ...] = ()  # shell commands before the launch, one per line
     epilogue: tuple[str, ...] = ()  # shell commands after it
@@ -229,6 +226,13 @@ class JobSpec:
             check_env_pair(key, value)
         _check_timeouts(dict(self.env))
 
+    def hpcjax_python(self) -> str:
+        """The ranks' Python for hpcjax's own programs (preflight, smoke, a call's worker): the image's in
+        a container (hpcjax bound in), the cluster's over SSH (hpcjax shipped), else this interpreter."""
+        import sys
+
+        return "python3" if self.container.in_container else self.cluster_python or sys.executable
+
     @property
     def time_seconds(self) -> int | None:
         """The walltime in seconds; None for no limit (--time 0 or UNLIMITED)."""
@@ -275,13 +279,16 @@ def dependencies(after) -> tuple[tuple[str, str], ...]:
 
 
 def _check_timeouts(env: dict[str, str]) -> None:
-    """The job's timeouts (the hang watch's knobs, the start-up and heartbeat bounds) are read on
+    """The job's timeouts (hang watch, start-up, heartbeat) and the preflight's floors are read on
     every rank: a bad one is refused here, not there."""
     try:
         timeouts.check_job_environment(env)
+        if any(name.startswith("HPCJAX_PREFLIGHT_") for name in env):  # imported only then: render's path
+            from hpcjax.preflight_rules import Floors
+
+            Floors.from_env(env)
     except ConfigError as error:
-        raise SpecError(f"--env {error.message}", error.hint,
-                        field="env") from None
+        raise SpecError(f"--env {error.message}", error.hint, field="env") from None
 
 
 def parse_env_assignment(text: str) -> tuple[str, str]:

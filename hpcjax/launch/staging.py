@@ -43,7 +43,7 @@ def stage(sub, probe) -> None:
 
 def as_there(sub, home: str) -> None:
     """The spec as it would run there, for render and a dry run: nothing made or shipped."""
-    sub.spec = cluster_spec(sub.spec, home, ship.package_target(home))
+    sub.spec = cluster_spec(sub.spec, home, ship.package_target(home), sub.cluster.python)
     sub.workdir = home
     sub.log_dir = log_dir_of(sub.spec, home)
 
@@ -77,7 +77,7 @@ def stage_there(sub, home: str) -> None:
         sub.call.write(sub, home)
     bound = list(stored.values()) + list(sub.run_dirs.values()) + sub.bound_there
     spec = dataclasses.replace(sub.spec, container=binds.in_place(sub.spec.container, bound)) if bound else sub.spec
-    sub.spec = cluster_spec(spec, home, package)
+    sub.spec = cluster_spec(spec, home, package, cluster.python)
     sub.workdir, sub.log_dir = snapshot, log_dir_of(sub.spec, snapshot)
 
 
@@ -114,14 +114,14 @@ def upload(cluster, home: str, local: Path, found: dict) -> str:
     return shipped.path
 
 
-def cluster_spec(spec: JobSpec, home: str, package: str) -> JobSpec:
+def cluster_spec(spec: JobSpec, home: str, package: str, python: str) -> JobSpec:
     """The spec as it runs there: logs under the remote directory, the shipped hpcjax first on
-    PYTHONPATH and bound into a container."""
+    PYTHONPATH and bound into a container, the cluster's Python for hpcjax's own programs."""
     output_dir = spec.output_dir if spec.output_dir.startswith("/") else f"{home}/{spec.output_dir}"
     env = dict(spec.env)
     env["PYTHONPATH"] = package + (f":{env['PYTHONPATH']}" if env.get("PYTHONPATH") else "")
     env[binds.BIND_SOURCE_ENV] = f"{package}/hpcjax"
-    return dataclasses.replace(spec, output_dir=output_dir, env=tuple(env.items()))
+    return dataclasses.replace(spec, output_dir=output_dir, env=tuple(env.items()), cluster_python=python)
 
 
 def log_dir_of(spec: JobSpec, workdir: str) -> str:

@@ -12,6 +12,7 @@ gets every time through one all-gather at the end.
 
 from __future__ import annotations
 
+import functools
 import time
 
 import numpy as np
@@ -42,8 +43,10 @@ def rounds(nodes: int) -> list[list[tuple[int, int]]]:
     return schedule
 
 
+@functools.lru_cache(maxsize=1)
 def process_nodes(node: str) -> list[str]:
-    """Every process's node name, in process order (through JAX's coordination service)."""
+    """Every process's node name, in process order (through JAX's coordination service; asked
+    once per process: the service keeps a key once)."""
     import jax
 
     from hpcjax.rank.barriers import coordination_client

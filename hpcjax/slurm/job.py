@@ -9,9 +9,10 @@ import time
 
 from hpcjax import jobid
 from hpcjax.catalog import records
-from hpcjax.contract import DEFAULT_OUTPUT_DIR, Layout, batch_log_path, rank_log_path
+from hpcjax.contract import (DEFAULT_OUTPUT_DIR, PREFLIGHT_KEY, Layout, batch_log_path, preflight_paths,
+                             rank_log_path)
 from hpcjax.errors import SubmitError
-from hpcjax.follow.outcome import Outcome, analyze, last_attempt, srun_events, tail_lines
+from hpcjax.follow.outcome import Outcome, analyze, last_attempt, preflight_failed, srun_events, tail_lines
 from hpcjax.follow.run import Run
 from hpcjax.hosts.cluster import Cluster
 from hpcjax.job import profiles
@@ -114,8 +115,23 @@ class SlurmRun(Run):
                           batch_log=last_attempt(text), files=self.files)
         if not text and state == "CANCELLED":  # it never started: a dependency that ended otherwise than asked?
             outcome = dataclasses.replace(outcome, note=self._not_started() or outcome.note)
-        why = (self.attempts() or [{}])[-1].get("not_retried")  # --retry-failed said why it stopped
+        attempts = self.attempts()
+        self._keep_preflight_failures(attempts)
+        last = (attempts or [{}])[-1]
+        preflight = preflight_failed(self.job_id, state, outcome.exit_code, last,
+                                     str(preflight_paths(self.log_dir, self.job_id)[0]))
+        outcome = preflight or outcome
+        why = last.get("not_retried")  # --retry-failed said why it stopped
         return dataclasses.replace(outcome, note=f"{outcome.note}\nnot retried: {why}".strip()) if why else outcome
+
+    def _keep_preflight_failures(self, attempts: list[dict]) -> None:
+        """The nodes a preflight of this job failed, into its record (`hpcjax nodes` lists them)."""
+        failures = [{"node": node, "attempt": a.get("attempt"), "at": a.get("end"), "what": a[PREFLIGHT_KEY]}
+                    for a in attempts if str(a.get(PREFLIGHT_KEY, "")).startswith("preflight: FAILED")
+                    for node in str(a.get("failed_node") or "").split(",") if node]
+        record = records.load(self.catalog_key())
+        if failures and record is not None and record.get("preflight_failures") != failures:
+            records.update(self.catalog_key(), preflight_failures=failures)
 
     def _not_started(self) -> str:
         """Why a job with --after never started: the first dependency that did not end as asked."""

@@ -168,8 +168,14 @@ def _render(template, spec: JobSpec) -> str:
         dependency=",".join(f"after{when}:{job}" for job, when in spec.after),
         nccl_timeout=timeouts.HangSettings.from_env(dict(spec.env)).nccl_timeout_s,
         attempt_number=contract.attempt_number_shell(),
-        attempt_printf=contract.attempt_printf(spec.retry_failed),
+        attempt_printf=contract.attempt_printf(spec.retry_failed, spec.preflight),
         error_key=contract.ERROR_KEY, failed_node_key=contract.FAILED_NODE_KEY,
+        preflight_log=contract.batch_log_pattern(spec.output_dir, bool(spec.array)).replace(
+            contract.BATCH_LOG.replace("%j", ""), contract.PREFLIGHT_LOG.replace("%j", "")),
+        preflight_log_name=contract.PREFLIGHT_LOG.replace("%j", job_key),
+        preflight_verdict=contract.PREFLIGHT_VERDICT.replace("%j", job_key),
+        preflight_command=(spec.hpcjax_python(), "-m", "hpcjax", "preflight"),
+        preflight_key=contract.PREFLIGHT_KEY,
         version=__version__,
     )
 

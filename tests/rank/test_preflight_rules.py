@@ -1,0 +1,142 @@
+"""The preflight's verdict from measurements, and nvidia-smi's health report, as pure functions.
+
+The nvidia-smi outputs below are written in its `--query-gpu ... --format=csv,noheader,nounits`
+format (no GPU here to record them from); the dev-cluster tests (test_preflight_cluster.py) run
+the whole preflight for real on emulated devices, with a node slowed through a cgroup and a
+stand-in nvidia-smi.
+"""
+
+from __future__ import annotations
+
+import difflib
+
+import pytest
+
+from hpcjax.errors import ConfigError, SpecError
+from hpcjax.preflight_rules import Floors, verdict
+from hpcjax.rank import gpuhealth
+
+
+def rank(r, node, gflops=100.0, devices=4, expected=4, kind="cpu", in_node=10.0, storage=None, gpus=None):
+    return {"rank": r, "node": node, "devices": devices, "expected": expected, "kinds": [kind] * devices,
+            "gflops": [gflops] * devices, "in_node_busbw": in_node, "storage": storage, "gpus": gpus}
+
+
+def store(free_gb=100.0, error=""):
+    return {"path": "/work", "free_gb": free_gb, "error": error}
+
+
+def test_all_good_is_one_line_with_the_slowest_node_against_the_median():
+    ranks = [rank(0, "n1", 100.0, storage=store()), rank(1, "n2", 96.0, storage=store())]
+    result = verdict(ranks, [{"nodes": ["n1", "n2"], "busbw_gbps": 5.0}], Floors(), 14.2)
+    assert result["passed"] and result["bad"] == []
+    assert result["summary"] == "preflight: 2 node(s), 8 device(s), passed in 14 s; slowest node 0.98x median"
+
+
+def test_a_slow_node_is_named_with_its_figure_and_the_floor_it_missed():
+    ranks = [rank(r, f"n{r + 1}", 25.0 if r == 2 else 100.0) for r in range(4)]
+    result = verdict(ranks, [], Floors(), 9.0)
+    assert result["bad"] == ["n3"] and not result["passed"]
+    [said] = result["problems"]["n3"]
+    assert said == "matmul 25.0 GFLOP/s per device (slowest device), 0.25x the allocation's median 100 (floor 0.5x)"
+    assert result["summary"].startswith("preflight: FAILED on n3 (n3: matmul 25.0 GFLOP/s")
+
+
+def test_absolute_floors_fail_a_uniformly_slow_allocation():
+    ranks = [rank(0, "n1", 40.0, in_node=2.0), rank(1, "n2", 40.0, in_node=2.0)]
+    result = verdict(ranks, [], Floors(gflops=50.0, busbw=5.0), 3.0)
+    assert result["bad"] == ["n1", "n2"]
+    assert "matmul 40.0 GFLOP/s per device (slowest device), under the floor 50 GFLOP/s" in result["problems"]["n1"]
+    assert "all-reduce inside the node 2.000 GB/s busbw, under the floor 5 GB/s" in result["problems"]["n2"]
+
+
+def test_a_node_with_fewer_devices_or_another_kind_is_named_with_the_count():
+    ranks = [rank(0, "n1"), rank(1, "n2", devices=3), rank(2, "n3", kind="H100"), rank(3, "n4")]
+    result = verdict(ranks, [], Floors(), 1.0)
+    assert result["problems"]["n2"] == ["rank 1 has 3 device(s), the job asked for 4 per process"]
+    assert result["problems"]["n3"] == ["rank 2 has device kind H100, the others cpu"]
+    assert result["bad"] == ["n2", "n3"]
+
+
+def test_a_slow_link_is_pinned_to_the_node_common_to_the_slow_pairs():
+    nodes = ["n1", "n2", "n3", "n4"]
+    ranks = [rank(i, n) for i, n in enumerate(nodes)]
+    pairs = [{"nodes": [a, b], "busbw_gbps": 1.0 if "n4" in (a, b) else 10.0}
+             for i, a in enumerate(nodes) for b in nodes[i + 1:]]
+    result = verdict(ranks, pairs, Floors(), 5.0)
+    assert result["bad"] == ["n4"]
+    assert all(p.startswith("slow to every node: link ") for p in result["problems"]["n4"])
+    assert len(result["problems"]["n4"]) == 3 and result["warnings"] == []
+    # three nodes: two of the three pairs hold the bad node, and it is still pinned
+    three = verdict(ranks[:3], [{"nodes": ["n1", "n2"], "busbw_gbps": 10.0},
+                                {"nodes": ["n1", "n3"], "busbw_gbps": 1.0},
+                                {"nodes": ["n2", "n3"], "busbw_gbps": 1.2}], Floors(), 5.0)
+    assert three["bad"] == ["n3"]
+
+
+def test_one_slow_pair_among_good_ones_or_of_two_nodes_is_said_not_failed():
+    ranks = [rank(i, f"n{i + 1}") for i in range(4)]
+    pairs = [{"nodes": ["n1", "n2"], "busbw_gbps": 1.0}, {"nodes": ["n3", "n4"], "busbw_gbps": 10.0},
+             {"nodes": ["n1", "n3"], "busbw_gbps": 10.0}, {"nodes": ["n2", "n4"], "busbw_gbps": 10.0}]
+    result = verdict(ranks, pairs, Floors(), 5.0)
+    assert result["passed"] and result["warnings"] == [
+        "link n1 <-> n2 1.000 GB/s busbw (the nodes' best links' median 10.000, floor 0.5x): cannot tell which end is slow"]
+    two = verdict(ranks[:2], [{"nodes": ["n1", "n2"], "busbw_gbps": 0.1}], Floors(busbw=1.0), 5.0)
+    assert two["passed"] and "cannot tell which end is slow" in two["warnings"][0]
+
+
+def test_storage_that_cannot_be_written_or_is_full_fails_its_node():
+    ranks = [rank(0, "n1", storage=store(error="not writable from this node (Read-only file system)")),
+             rank(1, "n2", storage=store(free_gb=0.2)), rank(2, "n3", storage=store())]
+    result = verdict(ranks, [], Floors(), 2.0)
+    assert result["problems"] == {"n1": ["the job's directory /work: not writable from this node (Read-only file "
+                                         "system)"], "n2": ["0.2 GB free in /work (floor 1 GB)"]}
+
+
+RECORDED = """\
+0, NVIDIA H100 80GB HBM3, 0, No, No, No, Not Active, Not Active, 16, 16
+1, NVIDIA H100 80GB HBM3, 3, No, Yes, No, Not Active, Not Active, 16, 16
+2, NVIDIA H100 80GB HBM3, 0, [N/A], No, Yes, Active, Active, 8, 16
+3, NVIDIA H100 80GB HBM3, [N/A], [Not Supported], [N/A], [N/A], [N/A], [N/A], 16, 16
+"""
+
+
+def test_nvidia_smi_health_is_read_from_its_csv():
+    gpus = gpuhealth.parse(RECORDED)
+    assert [g["index"] for g in gpus] == ["0", "1", "2", "3"]
+    assert gpuhealth.problems(gpus) == [
+        "GPU 1: 3 uncorrectable ECC error(s)", "GPU 1: row remapping pending (the GPU needs a reset)",
+        "GPU 2: row remapping failed", "GPU 2: hardware slowdown active", "GPU 2: thermal slowdown active",
+        "GPU 2: PCIe link x8 of x16"]
+    assert gpuhealth.problems(gpuhealth.parse(RECORDED.splitlines()[0])) == []
+    assert gpuhealth.parse("garbage\n\n1, 2\n") == []  # lines of another shape are not GPUs
+    basic = gpuhealth.parse("0, A100, 1, 16, 16\n", gpuhealth.BASIC_FIELDS)
+    assert gpuhealth.problems(basic) == ["GPU 0: 1 uncorrectable ECC error(s)"]
+    result = verdict([rank(0, "n1", gpus={"problems": gpuhealth.problems(gpus)}), rank(1, "n2")], [], Floors(), 1.0)
+    assert result["bad"] == ["n1"] and "GPU 1: 3 uncorrectable ECC error(s)" in result["problems"]["n1"]
+
+
+@pytest.mark.parametrize("name, value", [("HPCJAX_PREFLIGHT_RATIO", "2"), ("HPCJAX_PREFLIGHT_RATIO", "x"),
+                                         ("HPCJAX_PREFLIGHT_GFLOPS", "-1"), ("HPCJAX_PREFLIGHT_FREE_GB", "nan")])
+def test_a_bad_floor_is_refused_where_the_job_is_made(name, value):
+    with pytest.raises(ConfigError, match=name):
+        Floors.from_env({name: value})
+    from hpcjax.job.profiles import job_spec
+
+    with pytest.raises(SpecError, match=name):
+        job_spec(["python", "t.py"], env={name: value}, preflight=True)
+    assert Floors.from_env({"HPCJAX_PREFLIGHT_RATIO": "0.7"}).ratio == 0.7
+
+
+def test_preflight_off_changes_nothing_and_on_only_adds_the_step():
+    from hpcjax.job.profiles import job_spec
+    from hpcjax.slurm.script import render_sbatch
+
+    off = render_sbatch(job_spec(["python", "t.py"], nodes=2, gpus_per_node=4, requeue=1, retry_failed=True))
+    assert "preflight" not in off.lower()
+    on = render_sbatch(job_spec(["python", "t.py"], nodes=2, gpus_per_node=4, requeue=1, retry_failed=True,
+                                preflight=True))
+    changed = [line for line in difflib.ndiff(off.splitlines(), on.splitlines()) if line.startswith("- ")]
+    # the attempt's record gains the preflight's line; nothing else of the script without it changes
+    assert len(changed) == 1 and changed[0].startswith("- printf '{\"attempt\": %d"), changed
+    assert " -m hpcjax preflight || hpcjax_rc=$?" in on
