@@ -76,11 +76,15 @@ def verdict(ranks: list[dict], pairs: list[dict], floors: Floors, seconds: float
         odd = sorted(set(r["kinds"]) - {usual})
         if odd:
             problems[r["node"]].append(f"rank {r['rank']} has device kind {', '.join(odd)}, the others {usual}")
-    _compare(problems, figures, "gflops", {n: min(g for r in ranks if r["node"] == n for g in r["gflops"])
-                                           for n in nodes if any(r["gflops"] for r in ranks if r["node"] == n)},
-             floors.ratio, floors.gflops, "matmul {value:.1f} GFLOP/s per device (slowest device)", "GFLOP/s")
-    in_node = {n: min(r["in_node_busbw"] for r in ranks if r["node"] == n and r.get("in_node_busbw"))
-               for n in nodes if any(r.get("in_node_busbw") for r in ranks if r["node"] == n)}
+    gflops: dict[str, float] = {}
+    in_node: dict[str, float] = {}
+    for r in ranks:  # each node's slowest device, and slowest all-reduce inside it
+        for value in r["gflops"]:
+            gflops[r["node"]] = min(value, gflops.get(r["node"], value))
+        if r.get("in_node_busbw"):
+            in_node[r["node"]] = min(r["in_node_busbw"], in_node.get(r["node"], r["in_node_busbw"]))
+    _compare(problems, figures, "gflops", gflops, floors.ratio, floors.gflops,
+             "matmul {value:.1f} GFLOP/s per device (slowest device)", "GFLOP/s")
     _compare(problems, figures, "in_node_busbw", in_node, floors.ratio, floors.busbw,
              "all-reduce inside the node {value:.3f} GB/s busbw", "GB/s")
     for r in ranks:  # storage and GPU health: measured once per node, by its first rank there
@@ -126,13 +130,19 @@ def _compare(problems, figures, key: str, per_node: dict[str, float], ratio: flo
 def _pin_slow_pairs(pairs: list[dict], nodes: list[str], floors: Floors, problems, warnings) -> None:
     # The reference: the median over nodes of each node's fastest pair. (The median of the pairs
     # themselves fails with three nodes: two of the three pairs have the bad node in them.)
-    middle = median_of([max(p["busbw_gbps"] for p in pairs if n in p["nodes"]) for n in nodes
-                        if any(n in p["nodes"] for p in pairs)])
+    best: dict[str, float] = {}
+    for p in pairs:
+        for n in p["nodes"]:
+            best[n] = max(p["busbw_gbps"], best.get(n, p["busbw_gbps"]))
+    middle = median_of(list(best.values()))
     slow = [p for p in pairs if (middle > 0 and p["busbw_gbps"] < floors.ratio * middle)
             or p["busbw_gbps"] < floors.busbw]
     if not slow:
         return
-    count = {n: sum(n in p["nodes"] for p in slow) for n in nodes}
+    count = dict.fromkeys(nodes, 0)
+    for p in slow:
+        for n in p["nodes"]:
+            count[n] = count.get(n, 0) + 1
     for p in slow:
         a, b = p["nodes"]
         described = (f"link {a} <-> {b} {p['busbw_gbps']:.3f} GB/s busbw (the nodes' best links' median "

@@ -44,7 +44,8 @@ CLUSTER_GROUPS = {
     "cluster-a": ("test_failures_cluster", "test_api_cluster", "test_triage_cluster",  # 368, 143, 101
                   "test_plain_jax_cluster", "test_runtime_cluster", "test_run_cluster"),  # 71, 61, 16
     "cluster-b": ("test_train_cluster", "test_containers_cluster", "test_train_scale_cluster",  # 205, 178, 121
-                  "test_submit_cluster", "test_pipeline_cluster", "test_scalars_cluster"),  # 98, 96, 41
+                  "test_submit_cluster", "test_pipeline_cluster", "test_scalars_cluster",  # 98, 96, 41
+                  "test_preflight_cluster"),
     "cluster-c": ("test_remote_cluster", "test_api_from_a_laptop",  # 270, 60: mostly waiting on ssh and the queue
                   "test_stacks_cluster", "test_hang_cluster", "test_catalog_cluster", "test_sweeps_cluster"),
 }
