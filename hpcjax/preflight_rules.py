@@ -59,9 +59,11 @@ def median_of(values: list[float]) -> float:
     return statistics.median(values) if values else 0.0
 
 
-def verdict(ranks: list[dict], pairs: list[dict], floors: Floors, seconds: float) -> dict:
+def verdict(ranks: list[dict], pairs: list[dict], floors: Floors, seconds: float, links_by_median: bool = True) -> dict:
     """{"passed", "bad" (nodes), "problems" (node -> phrases), "warnings", "nodes" (node -> figures),
-    "summary" (the one line)}. `ranks`: each rank's measurements; `pairs`: busbw per node pair."""
+    "summary" (the one line)}. `ranks`: each rank's measurements; `pairs`: busbw per node pair.
+    `links_by_median` False: the links are held to the absolute floor only (emulated devices: every
+    "link" is one machine's loopback, shared by all the nodes, and its figures say nothing of a node)."""
     nodes = list(dict.fromkeys(r["node"] for r in ranks))
     problems: dict[str, list[str]] = {n: [] for n in nodes}
     warnings: list[str] = []
@@ -85,20 +87,21 @@ def verdict(ranks: list[dict], pairs: list[dict], floors: Floors, seconds: float
             in_node[r["node"]] = min(r["in_node_busbw"], in_node.get(r["node"], r["in_node_busbw"]))
     _compare(problems, figures, "gflops", gflops, floors.ratio, floors.gflops,
              "matmul {value:.1f} GFLOP/s per device (slowest device)", "GFLOP/s")
-    _compare(problems, figures, "in_node_busbw", in_node, floors.ratio, floors.busbw,
+    _compare(problems, figures, "in_node_busbw", in_node, floors.ratio if links_by_median else 0.0, floors.busbw,
              "all-reduce inside the node {value:.3f} GB/s busbw", "GB/s")
     for r in ranks:  # storage and GPU health: measured once per node, by its first rank there
         if r.get("storage"):
             store = r["storage"]
             figures[r["node"]]["free_gb"] = store.get("free_gb")
             if store.get("error"):
-                problems[r["node"]].append(f"the job's directory {store['path']}: {store['error']}")
+                problems[r["node"]].append(f"the job directory {store['path']}: {store['error']}")
             elif store["free_gb"] < floors.free_gb:
                 problems[r["node"]].append(f"{store['free_gb']:.1f} GB free in {store['path']} "
                                            f"(floor {floors.free_gb:g} GB)")
         for phrase in (r.get("gpus") or {}).get("problems", []):
             problems[r["node"]].append(phrase)
-    _pin_slow_pairs(pairs, nodes, floors, problems, warnings)
+    _pin_slow_pairs(pairs, nodes, floors if links_by_median else Floors(ratio=0.0, busbw=floors.busbw),
+                    problems, warnings)
     bad = [n for n in nodes if problems[n]]
     devices = sum(r["devices"] for r in ranks)
     slowest = min((f["gflops_ratio"] for f in figures.values() if "gflops_ratio" in f), default=None)
@@ -121,7 +124,7 @@ def _compare(problems, figures, key: str, per_node: dict[str, float], ratio: flo
         share = value / middle if middle > 0 else 1.0
         figures[node][key], figures[node][f"{key}_ratio"] = value, share
         if share < ratio:
-            problems[node].append(said.format(value=value) + f", {share:.2f}x the allocation's median "
+            problems[node].append(said.format(value=value) + f", {share:.2f}x the median of the allocation "
                                   f"{middle:.3g} (floor {ratio:g}x)")
         elif value < floor:
             problems[node].append(said.format(value=value) + f", under the floor {floor:g} {unit}")
@@ -145,7 +148,7 @@ def _pin_slow_pairs(pairs: list[dict], nodes: list[str], floors: Floors, problem
             count[n] = count.get(n, 0) + 1
     for p in slow:
         a, b = p["nodes"]
-        described = (f"link {a} <-> {b} {p['busbw_gbps']:.3f} GB/s busbw (the nodes' best links' median "
+        described = (f"link {a} <-> {b} {p['busbw_gbps']:.3f} GB/s busbw (median of best links per node "
                      f"{middle:.3f}, "
                      f"floor {floors.ratio:g}x" + (f" and {floors.busbw:g} GB/s" if floors.busbw else "") + ")")
         ends = [n for n in (a, b) if count[n] > 1 and count[n] >= max(count[a], count[b])]

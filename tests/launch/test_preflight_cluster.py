@@ -135,6 +135,34 @@ def test_a_node_slowed_through_its_cgroup_is_named_by_its_throughput(tmp_path, s
     assert not (tmp_path / f"ran-{job}").exists()  # no step of the program was paid for
     assert "likely cause: node(s) node2 failed the preflight" in done.stderr, done.stderr
     assert re.search(r"preflight: FAILED on node2 \(node2: matmul [\d.]+ GFLOP/s per device \(slowest device\), "
-                     r"0\.\d\dx the allocation's median", done.stderr), done.stderr
+                     r"0\.\d\dx the median of the allocation", done.stderr), done.stderr
     assert "the program was not started: the preflight failed" in batch_log(tmp_path, job)
     assert [r["node"] for r in json.loads(run_hpcjax("nodes", "--json", cwd=tmp_path).stdout)] == ["node2"]
+
+
+def test_a_trainer_and_a_remote_function_run_after_their_preflight(shared_storage, hpcjax_home):
+    """The other entry points: ScalingConfig(preflight=True) and @remote(preflight=True)."""
+    import hpcjax
+
+    def loop():
+        import jax
+
+        hpcjax.report({"devices": jax.device_count()})
+
+    scaling = hpcjax.ScalingConfig(nodes=2, gpus_per_node=2, time="00:05:00", preflight=True)
+    result = hpcjax.Trainer(loop, scaling_config=scaling, run_config=hpcjax.RunConfig(
+        storage_path=str(shared_storage), name="preflight", backend="slurm")).fit()
+    assert result.error is None and result.metrics["devices"] == 4
+    [log] = shared_storage.rglob("*-batch.log")
+    assert re.search(r"preflight: 2 node\(s\), 4 device\(s\), passed in \d+ s", log.read_text()), log.read_text()
+
+    @hpcjax.remote(nodes=1, gpus_per_node=2, time="00:05:00", preflight=True, backend="slurm",
+                   storage_path=str(shared_storage / "calls"))
+    def devices():
+        import jax
+
+        return jax.device_count()
+
+    assert devices() == 2
+    [call_log] = (shared_storage / "calls").rglob("*-batch.log")
+    assert "preflight: 1 node(s), 2 device(s), passed" in call_log.read_text()

@@ -38,7 +38,7 @@ def test_a_slow_node_is_named_with_its_figure_and_the_floor_it_missed():
     result = verdict(ranks, [], Floors(), 9.0)
     assert result["bad"] == ["n3"] and not result["passed"]
     [said] = result["problems"]["n3"]
-    assert said == "matmul 25.0 GFLOP/s per device (slowest device), 0.25x the allocation's median 100 (floor 0.5x)"
+    assert said == "matmul 25.0 GFLOP/s per device (slowest device), 0.25x the median of the allocation 100 (floor 0.5x)"
     assert result["summary"].startswith("preflight: FAILED on n3 (n3: matmul 25.0 GFLOP/s")
 
 
@@ -80,7 +80,7 @@ def test_one_slow_pair_among_good_ones_or_of_two_nodes_is_said_not_failed():
              {"nodes": ["n1", "n3"], "busbw_gbps": 10.0}, {"nodes": ["n2", "n4"], "busbw_gbps": 10.0}]
     result = verdict(ranks, pairs, Floors(), 5.0)
     assert result["passed"] and result["warnings"] == [
-        "link n1 <-> n2 1.000 GB/s busbw (the nodes' best links' median 10.000, floor 0.5x): cannot tell which end is slow"]
+        "link n1 <-> n2 1.000 GB/s busbw (median of best links per node 10.000, floor 0.5x): cannot tell which end is slow"]
     two = verdict(ranks[:2], [{"nodes": ["n1", "n2"], "busbw_gbps": 0.1}], Floors(busbw=1.0), 5.0)
     assert two["passed"] and "cannot tell which end is slow" in two["warnings"][0]
 
@@ -89,7 +89,7 @@ def test_storage_that_cannot_be_written_or_is_full_fails_its_node():
     ranks = [rank(0, "n1", storage=store(error="not writable from this node (Read-only file system)")),
              rank(1, "n2", storage=store(free_gb=0.2)), rank(2, "n3", storage=store())]
     result = verdict(ranks, [], Floors(), 2.0)
-    assert result["problems"] == {"n1": ["the job's directory /work: not writable from this node (Read-only file "
+    assert result["problems"] == {"n1": ["the job directory /work: not writable from this node (Read-only file "
                                          "system)"], "n2": ["0.2 GB free in /work (floor 1 GB)"]}
 
 
@@ -140,3 +140,15 @@ def test_preflight_off_changes_nothing_and_on_only_adds_the_step():
     # the attempt's record gains the preflight's line; nothing else of the script without it changes
     assert len(changed) == 1 and changed[0].startswith("- printf '{\"attempt\": %d"), changed
     assert " -m hpcjax preflight || hpcjax_rc=$?" in on
+
+
+def test_emulated_links_are_held_to_the_absolute_floor_only():
+    """On CPU devices every "link" is one machine's loopback that all the nodes share: a figure of
+    0.4x the median there says nothing of a node (seen on the dev cluster), the matmul still does."""
+    ranks = [rank(0, "n1", in_node=0.05), rank(1, "n2", in_node=0.3)]
+    pairs = [{"nodes": ["n1", "n2"], "busbw_gbps": 0.01}]
+    assert verdict(ranks, pairs, Floors(), 1.0, links_by_median=False)["passed"]
+    assert verdict(ranks, pairs, Floors(), 1.0)["bad"] == ["n1"]
+    assert verdict(ranks, pairs, Floors(busbw=0.2), 1.0, links_by_median=False)["bad"] == ["n1"]
+    slow = [rank(0, "n1", gflops=10.0), rank(1, "n2", gflops=100.0)]
+    assert verdict(slow, [], Floors(), 1.0, links_by_median=False)["bad"] == ["n1"]
