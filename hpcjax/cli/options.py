@@ -8,7 +8,8 @@ import re
 
 from hpcjax.contract import DEFAULT_OUTPUT_DIR
 from hpcjax.errors import SpecError, UsageError
-from hpcjax.job.spec import JobSpec, parse_env_assignment
+from hpcjax.job.envvars import parse_env_assignment
+from hpcjax.job.spec import JobSpec
 
 # Options whose value may itself start with "--" (`--container-flag --cleanenv`);
 # argparse would take such a value for an option of its own.

@@ -10,14 +10,14 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hpcjax import contract, jobid, timeouts
+from hpcjax import contract, jobid
 from hpcjax.containers import table as runtime_table
 from hpcjax.containers.table import require_text as _require_text
-from hpcjax.errors import ConfigError, SpecError
+from hpcjax.errors import SpecError
 from hpcjax.job import extras
+from hpcjax.job.envvars import check_env_pair, check_timeouts
 from hpcjax.validate import require_int
 
-ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # SLURM's accepted walltime forms: M, M:S, H:M:S, D-H, D-H:M, D-H:M:S.
 WALLTIME = re.compile(r"(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?")
 MEMORY = re.compile(r"\d+[KMGT]?")
@@ -224,7 +224,7 @@ class JobSpec:
         object.__setattr__(self, "env", tuple((k, v) for k, v in dict(self.env).items()))
         for key, value in self.env:
             check_env_pair(key, value)
-        _check_timeouts(dict(self.env))
+        check_timeouts(dict(self.env))
 
     def hpcjax_python(self) -> str:
         """The ranks' Python for hpcjax's own programs (preflight, smoke, a call's worker): the image's in
@@ -237,18 +237,6 @@ class JobSpec:
     def time_seconds(self) -> int | None:
         """The walltime in seconds; None for no limit (--time 0 or UNLIMITED)."""
         return parse_walltime(self.time)
-
-
-def check_env_pair(key: str, value: str) -> None:
-    if not isinstance(key, str) or not ENV_NAME.fullmatch(key):
-        raise SpecError(f"invalid environment variable name {key!r}",
-                        "names are letters, digits and _, not starting with a digit: --env KEY=VALUE")
-    if key in contract.LAYOUT_ENV:
-        raise SpecError(f"{key} is set by hpcjax itself from the layout",
-                        "use --nodes, --gpus-per-node and --gpus-per-process instead")
-    if not isinstance(value, str) or "\0" in value:
-        raise SpecError(f"environment value for {key} must be a string without NUL bytes",
-                        "pass the value as text: --env KEY=VALUE")
 
 
 AFTER_FORM = "write --after JOBID[:ok|:any], e.g. --after 1234 (when it succeeded) or --after 1234:any"
@@ -276,25 +264,3 @@ def dependencies(after) -> tuple[tuple[str, str], ...]:
     items = after if isinstance(after, (list, tuple)) else [after]
     return tuple(parse_after(item if isinstance(item, str) else str(getattr(item, "job_id", item)))
                  for item in items)
-
-
-def _check_timeouts(env: dict[str, str]) -> None:
-    """The job's timeouts (hang watch, start-up, heartbeat) and the preflight's floors are read on
-    every rank: a bad one is refused here, not there."""
-    try:
-        timeouts.check_job_environment(env)
-        if any(name.startswith("HPCJAX_PREFLIGHT_") for name in env):  # imported only then: render's path
-            from hpcjax.preflight_rules import Floors
-
-            Floors.from_env(env)
-    except ConfigError as error:
-        raise SpecError(f"--env {error.message}", error.hint, field="env") from None
-
-
-def parse_env_assignment(text: str) -> tuple[str, str]:
-    """'KEY=VALUE' -> (KEY, VALUE); the value may be empty and may contain '='."""
-    key, sep, value = text.partition("=")
-    if not sep:
-        raise SpecError(f"malformed --env {text!r}: no '='", "write --env KEY=VALUE")
-    check_env_pair(key, value)
-    return key, value
