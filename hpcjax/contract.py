@@ -40,8 +40,7 @@ RANK_LOG = "%j-rank%t.log"
 # scancel name it; its own %j is a number no caller knows.
 ARRAY_JOB_KEY = "%A_%a"
 
-# The signal SLURM sends before preemption or the time limit (`#SBATCH --signal`).
-# Not USR1: NCCL uses it. submitit uses USR2 too.
+# The signal SLURM sends before preemption or the time limit (`#SBATCH --signal`). Not USR1: NCCL uses it.
 WARNING_SIGNAL = "USR2"
 WARNING_GRACE_S = 120
 
@@ -61,7 +60,7 @@ HANG_MARKER = "%j-hang"
 # for the batch script, the one line and the failed nodes as two plain lines).
 PREFLIGHT_LOG, PREFLIGHT_REPORT, PREFLIGHT_VERDICT = "%j-preflight.log", "%j-preflight.json", "%j-preflight.txt"
 PREFLIGHT_EXIT = 75  # every rank's exit code when a node failed the preflight (sysexits' EX_TEMPFAIL)
-PREFLIGHT_KEY = "preflight"  # the attempt record's field: the preflight's one line
+PREFLIGHT_KEY, PREFLIGHT_BAD_KEY = "preflight", "preflight_bad"  # the attempt's fields: its line, the nodes it failed
 RANK_HANG = "%j-rank%t.hang.json"
 STUCK_EXIT_CODE = 124  # what `timeout` returns: the process ended itself for taking too long
 
@@ -188,7 +187,8 @@ def derived_port_shell(job: str = "SLURM_JOB_ID", step: str = "SLURM_STEP_ID") -
 def attempt_printf(retry_failed: bool, preflight: bool = False) -> str:
     """The batch script's printf of its attempt's line (ATTEMPT_RECORD), one JSON object."""
     fields = (ATTEMPT_RECORD if retry_failed else ATTEMPT_RECORD[:-2]) + (
-        ((PREFLIGHT_KEY, "%s", "$hpcjax_preflight"),) if preflight else ())
+        ((PREFLIGHT_KEY, "%s", "$hpcjax_preflight"), (PREFLIGHT_BAD_KEY, "%s", "${hpcjax_preflight_bad:-}"))
+        if preflight else ())
     text = ", ".join(f'"{key}": ' + (conversion if conversion == "%d" else f'"{conversion}"')
                      for key, conversion, _ in fields)
     return f"printf '{{{text}}}\\n' " + " ".join(f'"{value}"' for _, _, value in fields)

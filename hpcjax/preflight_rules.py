@@ -59,9 +59,12 @@ def median_of(values: list[float]) -> float:
     return statistics.median(values) if values else 0.0
 
 
-def verdict(ranks: list[dict], pairs: list[dict], floors: Floors, seconds: float, links_by_median: bool = True) -> dict:
-    """{"passed", "bad" (nodes), "problems" (node -> phrases), "warnings", "nodes" (node -> figures),
-    "summary" (the one line)}. `ranks`: each rank's measurements; `pairs`: busbw per node pair.
+def verdict(ranks: list[dict], pairs: list[dict], floors: Floors, seconds: float, links_by_median: bool = True,
+            use: int | None = None) -> dict:
+    """{"passed", "bad" (nodes), "chosen" (the nodes the program runs on), "problems" (node -> phrases),
+    "warnings", "nodes" (node -> figures), "summary" (the one line)}. `ranks`: each rank's measurements;
+    `pairs`: busbw per node pair; `use`: how many nodes the program needs (fewer than the allocation's
+    with spares: the best that passed; None: all of them, each of which must pass).
     `links_by_median` False: the links are held to the absolute floor only (emulated devices: every
     "link" is one machine's loopback, shared by all the nodes, and its figures say nothing of a node)."""
     nodes = list(dict.fromkeys(r["node"] for r in ranks))
@@ -103,16 +106,25 @@ def verdict(ranks: list[dict], pairs: list[dict], floors: Floors, seconds: float
     _pin_slow_pairs(pairs, nodes, floors if links_by_median else Floors(ratio=0.0, busbw=floors.busbw),
                     problems, warnings)
     bad = [n for n in nodes if problems[n]]
+    use = len(nodes) if use is None else use
+    good = [n for n in nodes if n not in bad]
+    # With spares, the best `use` of the good nodes (by throughput), in the allocation's order.
+    best = set(sorted(good, key=lambda n: -figures[n].get("gflops_ratio", 1.0))[:use])
+    chosen = [n for n in good if n in best]
+    passed = len(chosen) == use
+    named = "; ".join(f"{n}: {', '.join(problems[n])}" for n in bad)
     devices = sum(r["devices"] for r in ranks)
-    slowest = min((f["gflops_ratio"] for f in figures.values() if "gflops_ratio" in f), default=None)
+    slowest = min((figures[n]["gflops_ratio"] for n in chosen if "gflops_ratio" in figures[n]), default=None)
     head = f"{len(nodes)} node(s), {devices} device(s)"
-    if bad:
-        named = "; ".join(f"{n}: {', '.join(problems[n])}" for n in bad)
+    if not passed:
         summary = f"preflight: FAILED on {', '.join(bad)} ({named}); {head}, {seconds:.0f} s"
     else:
         summary = f"preflight: {head}, passed in {seconds:.0f} s" + (
             f"; slowest node {slowest:.2f}x median" if slowest is not None else "")
-    return {"passed": not bad, "bad": bad, "problems": {n: p for n, p in problems.items() if p},
+        if len(chosen) < len(nodes):
+            left = [n for n in nodes if n not in best]
+            summary += f"; running on {','.join(chosen)}, left out {', '.join(left)}" + (f" ({named})" if bad else "")
+    return {"passed": passed, "bad": bad, "chosen": chosen, "problems": {n: p for n, p in problems.items() if p},
             "warnings": warnings, "nodes": figures, "pairs": pairs, "seconds": seconds, "summary": summary}
 
 

@@ -143,3 +143,37 @@ def last_metrics(run_dir: Path) -> dict | None:
         if set(found) - {"step"}:
             return found
     return None
+
+
+def preflight_failures() -> list[dict]:
+    """Every recorded preflight failure, the newest first."""
+    rows = []
+    for file in sorted(records.records_dir().glob("*.json")):
+        try:
+            record = records.parse(file.read_text(errors="replace"), file.stem, str(file))
+        except (OSError, records.DamagedRecord):
+            continue
+        for failure in (record or {}).get("preflight_failures") or []:
+            if isinstance(failure, dict) and failure.get("node"):
+                rows.append({"node": str(failure["node"]), "job_id": str(record.get("job_id", file.stem)),
+                             "cluster": str((record.get("cluster") or {}).get("destination") or ""),
+                             "attempt": failure.get("attempt"), "at": failure.get("at") or "",
+                             "what": str(failure.get("what") or "")})
+    return sorted(rows, key=lambda r: str(r["at"]), reverse=True)
+
+
+def recently_failed(destination: str, hours: float, now: float | None = None) -> dict[str, dict]:
+    """The nodes of this cluster ('' for here) a preflight failed within `hours`: node -> the newest."""
+    from datetime import datetime
+
+    newest: dict[str, dict] = {}
+    limit = (time.time() if now is None else now) - hours * 3600
+    for row in preflight_failures():
+        try:
+            at = datetime.fromisoformat(str(row["at"])).timestamp()
+        except ValueError:
+            continue
+        if row["cluster"] == destination and at >= limit and row["node"] not in newest:
+            newest[row["node"]] = row
+    return newest
+

@@ -9,27 +9,10 @@ import json
 import sys
 
 
-def failed_nodes() -> list[dict]:
-    """Every recorded preflight failure, the newest first."""
-    from hpcjax.catalog import records
-
-    rows = []
-    for file in sorted(records.records_dir().glob("*.json")):
-        try:
-            record = records.parse(file.read_text(errors="replace"), file.stem, str(file))
-        except (OSError, records.DamagedRecord):
-            continue
-        for failure in (record or {}).get("preflight_failures") or []:
-            if isinstance(failure, dict) and failure.get("node"):
-                rows.append({"node": str(failure["node"]), "job_id": str(record.get("job_id", file.stem)),
-                             "cluster": str((record.get("cluster") or {}).get("destination") or ""),
-                             "attempt": failure.get("attempt"), "at": failure.get("at") or "",
-                             "what": str(failure.get("what") or "")})
-    return sorted(rows, key=lambda r: str(r["at"]), reverse=True)
-
-
 def cmd_nodes(args: argparse.Namespace, command: list[str]) -> int:
-    rows = failed_nodes()
+    from hpcjax.catalog.keep import preflight_failures
+
+    rows = preflight_failures()
     if args.node:
         rows = [r for r in rows if r["node"] == args.node]
     if args.json:

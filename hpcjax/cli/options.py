@@ -116,6 +116,11 @@ def add_job_options(parser: argparse.ArgumentParser, job_name: str = "hpcjax", t
                           "throughput, all-reduce inside and between nodes, storage, GPU health); a node that "
                           "fails is named and the program never starts (with --retry-failed: requeued "
                           "without the node)")
+    job.add_argument("--spares", type=int, metavar="K",
+                     help="with --preflight: ask for K nodes more than the layout needs; the preflight runs on "
+                          "all and the program on the best (hot spares: a bad node costs no requeue)")
+    job.add_argument("--exclude", action="append", metavar="NODE",
+                     help="a node the job must not run on (repeatable; adds to the profile's)")
     job.add_argument("--sbatch", action="append", metavar="OPTION",
                      help="an extra #SBATCH option hpcjax does not model, e.g. --sbatch=--licenses=scratch")
     job.add_argument("--prologue", action="append", metavar="CMD", help="a shell command before the launch")
@@ -179,7 +184,8 @@ def spec_from_args(args: argparse.Namespace, command: list[str], values: dict | 
 
 
 # The job options whose flag is not their name with dashes.
-FLAGS = {"binds": "--bind", "container_flags": "--container-flag", "modules": "--module", "sbatch": "--sbatch"}
+FLAGS = {"binds": "--bind", "container_flags": "--container-flag", "modules": "--module", "sbatch": "--sbatch",
+         "exclude": "--exclude"}
 
 
 def flag_of(key: str) -> str:

@@ -11,7 +11,7 @@ import sys
 
 from hpcjax.cli import kinds
 from hpcjax.cli.kinds import parse_sizes
-from hpcjax.contract import ALL_CHECKS
+from hpcjax.contract import ALL_CHECKS, NODES_ENV
 
 
 def cmd_env(args: argparse.Namespace, command: list[str]) -> int:
@@ -78,7 +78,9 @@ def cmd_preflight(args: argparse.Namespace, command: list[str]) -> int:
     from hpcjax.rank.runtime import initialize
 
     floors = Floors.from_env(os.environ)  # a bad floor is refused before JAX starts
-    return preflight.run(initialize(), floors, args.directory)
+    if args.spares:  # this step runs on the layout's nodes and the spares
+        os.environ[NODES_ENV] = str(int(os.environ.get(NODES_ENV, "0") or 0) + args.spares)
+    return preflight.run(initialize(), floors, args.directory, args.spares)
 
 
 def add_rank_verbs(sub) -> None:
@@ -90,6 +92,8 @@ def add_rank_verbs(sub) -> None:
                                "nodes and fail the ones unfit to train on (what --preflight runs)")
     preflight.add_argument("--directory", help="the storage to prove from every node (default: the working "
                                                "directory)")
+    preflight.add_argument("--spares", type=kinds.count, default=0,
+                           help="the step has this many nodes more than the layout: name the best of the rest")
     preflight.set_defaults(run=cmd_preflight, takes_command=False)
 
     check = sub.add_parser("check", help="run on every rank of a job step: prove the layout works")

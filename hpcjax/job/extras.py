@@ -23,7 +23,8 @@ OWNED = {
     "gres": "--gpus-per-node", "gpus-per-task": "--gpus-per-process", "time": "--time", "t": "--time",
     "cpus-per-task": "--cpus-per-task", "c": "--cpus-per-task", "mem": "--mem", "partition": "--partition",
     "p": "--partition", "account": "--account", "A": "--account", "qos": "--qos", "q": "--qos",
-    "constraint": "--constraint", "C": "--constraint", "exclusive": "--exclusive", "output": "--output-dir",
+    "constraint": "--constraint", "C": "--constraint", "exclusive": "--exclusive", "exclude": "--exclude",
+    "x": "--exclude", "output": "--output-dir",
     "o": "--output-dir", "error": "--output-dir", "e": "--output-dir", "signal": "nothing (hpcjax sets the warning "
     "signal its training catches)", "requeue": "--requeue", "no-requeue": "--requeue", "open-mode": "--requeue",
     "ntasks-per-gpu": "--gpus-per-process", "array": "the Python API's map (a job array of calls)",
@@ -69,3 +70,15 @@ def check_sbatch_line(line: object) -> str:
 
 def check_command_line(kind: str, line: object) -> str:
     return _one_line(f"{kind} line", line)
+
+
+NODE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+
+
+def check_node_name(name: object) -> str:
+    """A node's name as sbatch --exclude takes it: one name (a list is given as several)."""
+    if not isinstance(name, str) or not NODE_NAME.fullmatch(name):
+        raise SpecError(f"exclude {name!r} is not a node's name", "name one node per --exclude (e.g. --exclude "
+                        "node17); `sinfo -N` lists them", field="exclude")
+    return name
+

@@ -35,12 +35,13 @@ CLUSTER_ENV = "HPCJAX_CLUSTER"  # the cluster (a profile or an SSH destination) 
 # Where the cluster is, when hpcjax runs elsewhere (a laptop): its login node as an SSH
 # destination, the directory there that holds what hpcjax ships, the Python of its nodes.
 CLUSTER_KEYS = ("host", "remote_dir", "ssh_options", "python", "ship_limit_mb")
-INTS = ("nodes", "gpus_per_node", "gpus_per_process", "cpus_per_task", "requeue", "ship_limit_mb")
+INTS = ("nodes", "gpus_per_node", "gpus_per_process", "cpus_per_task", "requeue", "ship_limit_mb", "spares",
+        "avoid_failed_hours")
 POSITIVE = ("ship_limit_mb",)  # the others have their own checks, with their own hints, in the spec
 STRS = ("time", "job_name", "partition", "account", "qos", "constraint", "mem", "output_dir", "runtime",
         "image", "template", "host", "remote_dir", "python")
 BOOLS = ("exclusive", "retry_failed", "cleanenv", "bind_hpcjax", "preflight")
-LISTS = ("modules", "binds", "container_flags", "sbatch", "prologue", "epilogue", "ssh_options")
+LISTS = ("modules", "binds", "container_flags", "sbatch", "prologue", "epilogue", "ssh_options", "exclude")
 TABLES = ("env",)
 OPTIONS = INTS + STRS + BOOLS + LISTS + TABLES
 META = ("description", "extends")
@@ -182,11 +183,13 @@ def build_spec(command, values: dict, defaults: dict | None = None):
     simple = {k: v[k] for k in SIMPLE if k in v}
     return JobSpec(command=command if isinstance(command, str) else tuple(command), layout=layout, container=container, modules=tuple(v.get("modules", ())),
                    env=tuple(v.get("env", {}).items()), sbatch_lines=tuple(v.get("sbatch", ())),
-                   prologue=tuple(v.get("prologue", ())), epilogue=tuple(v.get("epilogue", ())), **simple)
+                   prologue=tuple(v.get("prologue", ())), epilogue=tuple(v.get("epilogue", ())),
+                   exclude=tuple(v.get("exclude", ())), **simple)
 
 
 SIMPLE = ("time", "job_name", "partition", "account", "qos", "constraint", "cpus_per_task", "mem", "exclusive",
-          "output_dir", "requeue", "retry_failed", "template", "preflight")
+          "output_dir", "requeue", "retry_failed", "template", "preflight", "spares",
+          "avoid_failed_hours")
 
 
 def values_of(spec: JobSpec) -> dict:
@@ -197,7 +200,8 @@ def values_of(spec: JobSpec) -> dict:
               "runtime": container.runtime, "image": container.image, "binds": list(container.binds),
               "container_flags": list(container.flags), "cleanenv": container.cleanenv,
               "bind_hpcjax": container.bind_hpcjax, "modules": list(spec.modules), "env": dict(spec.env),
-              "sbatch": list(spec.sbatch_lines), "prologue": list(spec.prologue), "epilogue": list(spec.epilogue)}
+              "sbatch": list(spec.sbatch_lines), "prologue": list(spec.prologue), "epilogue": list(spec.epilogue),
+              "exclude": list(spec.exclude)}
     return {k: v for k, v in values.items() if v is not None}
 
 

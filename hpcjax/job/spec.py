@@ -152,6 +152,9 @@ class JobSpec:
     requeue: int = 0  # times the job requeues itself after stopping on the warning
     retry_failed: bool = False  # requeue also after a failure (within the same budget)
     preflight: bool = False  # prove the allocation's nodes in a step of their own before the program's
+    spares: int = 0  # nodes asked beyond the layout's: the preflight picks the best, the program runs there
+    exclude: tuple[str, ...] = ()  # nodes the job must not run on (sbatch --exclude)
+    avoid_failed_hours: int = 0  # > 0: also every node a preflight failed within this many hours
     cluster_python: str = ""  # the cluster's Python for hpcjax's own programs, when the job is sent over SSH
     sbatch_lines: tuple[str, ...] = ()  # extra #SBATCH options hpcjax does not model (launch.extras)
     prologue: tuple[str, ...] = ()  # shell commands before the launch, one per line
@@ -192,6 +195,12 @@ class JobSpec:
         _require_text("output_dir", self.output_dir)
         _require_int("signal_grace_s", self.signal_grace_s, 0, "seconds before the time limit")
         _require_int("requeue", self.requeue, 0, "how many times the job may requeue itself, e.g. --requeue 2")
+        _require_int("spares", self.spares, 0, "extra nodes for the preflight to choose from, e.g. --spares 1")
+        _require_int("avoid_failed_hours", self.avoid_failed_hours, 0, "hours, e.g. 24")
+        object.__setattr__(self, "exclude", tuple(extras.check_node_name(n) for n in self.exclude))
+        if self.spares and not self.preflight:
+            raise SpecError(f"spares={self.spares} without a preflight: the spares are chosen by it",
+                            "add --preflight (or drop --spares)", field=("spares", "preflight"))
         if self.retry_failed and not self.requeue:
             raise SpecError("retry_failed needs a requeue budget (requeue=0)",
                             "add --requeue N: a failed job is requeued at most N times",

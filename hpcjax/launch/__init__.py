@@ -31,10 +31,30 @@ def submission(spec, backend: str | None = backends.AUTO, cluster=None, *, after
     if after is not None:
         spec = dataclasses.replace(spec, after=dependencies(after))
     cluster = cluster if cluster is not None and cluster.remote else Cluster()
+    spec = avoiding_failed_nodes(spec, cluster)
     chosen = backends.choose(backend, cluster=cluster)
     extra = {"limit_mb": limit_mb} if limit_mb else {}
     return Submission(spec=spec, backend=chosen, cluster=cluster, announce=announce, root=root,
                       uploads=tuple(uploads), ship_code=ship_code, **extra, **more)
+
+
+def avoiding_failed_nodes(spec, cluster):
+    """The spec with the nodes a preflight failed within its `avoid_failed_hours` excluded (said on
+    stderr, each with when and what): a site's profile keeps later jobs off a node until it is fixed."""
+    import dataclasses
+    import sys
+
+    from hpcjax.catalog.keep import recently_failed
+
+    if not spec.avoid_failed_hours:
+        return spec
+    found = recently_failed(cluster.destination if cluster.remote else "", spec.avoid_failed_hours)
+    new = [node for node in sorted(found) if node not in spec.exclude]
+    for node in new:
+        row = found[node]
+        print(f"leaving out {node}: it failed a preflight of job {row['job_id']} at {row['at']} "
+              f"(avoid_failed_hours = {spec.avoid_failed_hours})", file=sys.stderr)
+    return dataclasses.replace(spec, exclude=spec.exclude + tuple(new)) if new else spec
 
 
 def submit(spec, backend: str | None = backends.AUTO, cluster=None, *, after=None, announce=None, **shipping):

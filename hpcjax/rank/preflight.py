@@ -39,8 +39,9 @@ ITERS, WARMUP, REPEATS = 5, 2, 3
 PROBE_BYTES = 1 << 20
 
 
-def run(denv, floors: Floors, directory: str | None = None) -> int:
-    """This rank's part; 0 when every node passed, contract.PREFLIGHT_EXIT when one did not."""
+def run(denv, floors: Floors, directory: str | None = None, spares: int = 0) -> int:
+    """This rank's part; 0 when every node passed (with `spares`: when enough did, the program runs
+    on the best of them), contract.PREFLIGHT_EXIT when not."""
     import jax
 
     from hpcjax.rank.barriers import coordination_client, line_up
@@ -82,7 +83,8 @@ def run(denv, floors: Floors, directory: str | None = None) -> int:
             if not pair["correct"]:
                 pair["busbw_gbps"] = 0.0  # fast and wrong is not bandwidth
         seconds = (time.monotonic() - started) + (startup_s() or 0.0)
-        result = verdict(ranks, pairs, floors, seconds, links_by_median=platform == "gpu")
+        result = verdict(ranks, pairs, floors, seconds, links_by_median=platform == "gpu",
+                         use=len(set(names)) - spares)
         write(result)
         if client is not None and jax.process_count() > 1:
             client.key_value_set(f"{KEY}/verdict", json.dumps({"passed": result["passed"]}))
@@ -163,8 +165,8 @@ def storage(directory: Path) -> dict:
 
 
 def write(result: dict) -> None:
-    """Rank 0's verdict beside the job's logs: the report (JSON), and the two lines the batch
-    script reads (the summary, shell-safe; the failed nodes, comma-separated)."""
+    """Rank 0's verdict beside the job's logs: the report (JSON), and the lines the batch script
+    reads (the summary, shell-safe; the failed nodes; the nodes the program runs on)."""
     directory = os.environ.get(contract.LOG_DIR_ENV)
     job = contract.job_key()
     if not directory or not job:
@@ -172,4 +174,4 @@ def write(result: dict) -> None:
     report, lines = contract.preflight_paths(directory, job)
     report.write_text(json.dumps(result, indent=1) + "\n")
     safe = "".join(c for c in result["summary"] if c.isprintable() and c not in "\"\\'`$")[:600]
-    lines.write_text(f"{safe}\n{','.join(result['bad'])}\n")
+    lines.write_text(f"{safe}\n{','.join(result['bad'])}\n{','.join(result['chosen'])}\n")

@@ -9,7 +9,7 @@ import time
 
 from hpcjax import jobid
 from hpcjax.catalog import records
-from hpcjax.contract import (DEFAULT_OUTPUT_DIR, PREFLIGHT_KEY, Layout, batch_log_path, preflight_paths,
+from hpcjax.contract import (DEFAULT_OUTPUT_DIR, PREFLIGHT_BAD_KEY, PREFLIGHT_KEY, Layout, batch_log_path, preflight_paths,
                              rank_log_path)
 from hpcjax.errors import SubmitError
 from hpcjax.follow.outcome import Outcome, analyze, last_attempt, preflight_failed, srun_events, tail_lines
@@ -125,10 +125,11 @@ class SlurmRun(Run):
         return dataclasses.replace(outcome, note=f"{outcome.note}\nnot retried: {why}".strip()) if why else outcome
 
     def _keep_preflight_failures(self, attempts: list[dict]) -> None:
-        """The nodes a preflight of this job failed, into its record (`hpcjax nodes` lists them)."""
+        """The nodes a preflight of this job failed (the job's end, or left out for a spare), into its
+        record: `hpcjax nodes` lists them."""
         failures = [{"node": node, "attempt": a.get("attempt"), "at": a.get("end"), "what": a[PREFLIGHT_KEY]}
-                    for a in attempts if str(a.get(PREFLIGHT_KEY, "")).startswith("preflight: FAILED")
-                    for node in str(a.get("failed_node") or "").split(",") if node]
+                    for a in attempts if a.get(PREFLIGHT_KEY)
+                    for node in str(a.get(PREFLIGHT_BAD_KEY) or "").split(",") if node]
         record = records.load(self.catalog_key())
         if failures and record is not None and record.get("preflight_failures") != failures:
             records.update(self.catalog_key(), preflight_failures=failures)

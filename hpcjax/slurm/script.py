@@ -174,7 +174,8 @@ def _render(template, spec: JobSpec) -> str:
             contract.BATCH_LOG.replace("%j", ""), contract.PREFLIGHT_LOG.replace("%j", "")),
         preflight_log_name=contract.PREFLIGHT_LOG.replace("%j", job_key),
         preflight_verdict=contract.PREFLIGHT_VERDICT.replace("%j", job_key),
-        preflight_command=(spec.hpcjax_python(), "-m", "hpcjax", "preflight"),
+        preflight_command=(spec.hpcjax_python(), "-m", "hpcjax", "preflight")
+        + (("--spares", str(spec.spares)) if spec.spares else ()),
         preflight_key=contract.PREFLIGHT_KEY,
         version=__version__,
     )

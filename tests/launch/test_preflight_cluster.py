@@ -166,3 +166,28 @@ def test_a_trainer_and_a_remote_function_run_after_their_preflight(shared_storag
     assert devices() == 2
     [call_log] = (shared_storage / "calls").rglob("*-batch.log")
     assert "preflight: 1 node(s), 2 device(s), passed" in call_log.read_text()
+
+
+@pytest.mark.serial  # a slowed node slows every other test's ranks there
+@pytest.mark.skipif(not os.access("/sys/fs/cgroup/cpu", os.W_OK) and not os.access("/sys/fs/cgroup/cgroup.procs",
+                                                                                     os.W_OK),
+                    reason="needs a writable CPU cgroup (root, cgroup v1 cpu or v2)")
+def test_a_spare_node_takes_the_place_of_a_slow_one_without_a_requeue(tmp_path, slurm_cluster, hpcjax_home):
+    """--spares 1: the job holds 2 nodes for a 1-node program. node1, the batch script's own node
+    (so the coordinator must move), is slowed: the program runs on node2 and its collective works."""
+    program = ["bash", "-c", f'echo "$SLURMD_NODENAME" >> ran; exec {sys.executable} -m hpcjax check allreduce']
+    undo = slowed("node1", 0.25)
+    try:
+        done = run_hpcjax("submit", "--nodes", "1", "--gpus-per-node", "2", "--time", "00:05:00", "--preflight",
+                          "--spares", "1", "--wait", "--", *program, cwd=tmp_path, timeout=400)
+    finally:
+        undo()
+    job = done.stdout.split()[0]
+    assert done.returncode == 0, done.stderr + batch_log(tmp_path, job)
+    assert (tmp_path / "ran").read_text().split() == ["node2", "node2"]
+    log = batch_log(tmp_path, job)
+    assert re.search(r"preflight: 2 node\(s\), 4 device\(s\), passed in \d+ s; slowest node [\d.]+x median; "
+                     r"running on node2, left out node1 \(node1: matmul", log), log
+    logs = "".join(p.read_text() for p in (tmp_path / "hpcjax-logs").glob(f"{job}-rank*.log"))
+    assert logs.count("allreduce: ok") == 2, logs
+    assert [r["node"] for r in json.loads(run_hpcjax("nodes", "--json", cwd=tmp_path).stdout)] == ["node1"]

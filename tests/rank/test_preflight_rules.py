@@ -152,3 +152,16 @@ def test_emulated_links_are_held_to_the_absolute_floor_only():
     assert verdict(ranks, pairs, Floors(busbw=0.2), 1.0, links_by_median=False)["bad"] == ["n1"]
     slow = [rank(0, "n1", gflops=10.0), rank(1, "n2", gflops=100.0)]
     assert verdict(slow, [], Floors(), 1.0, links_by_median=False)["bad"] == ["n1"]
+
+
+def test_with_spares_the_best_good_nodes_are_chosen_and_the_bad_left_out():
+    ranks = [rank(0, "n1", 20.0), rank(1, "n2", 100.0), rank(2, "n3", 90.0)]
+    result = verdict(ranks, [], Floors(), 6.0, use=2)
+    assert result["passed"] and result["chosen"] == ["n2", "n3"] and result["bad"] == ["n1"]
+    assert result["summary"].startswith("preflight: 3 node(s), 12 device(s), passed in 6 s; slowest node 1.00x median;"
+                                        " running on n2,n3, left out n1 (n1: matmul 20.0 GFLOP/s")
+    healthy = verdict([rank(0, "n1", 95.0), rank(1, "n2", 100.0)], [], Floors(), 1.0, use=1)
+    assert healthy["chosen"] == ["n2"] and healthy["bad"] == [] and healthy["summary"].endswith("left out n1")
+    short = verdict([rank(0, "n1", 20.0), rank(1, "n2", 100.0), rank(2, "n3", 100.0), rank(3, "n4", 10.0)], [],
+                    Floors(), 1.0, use=3)  # one spare, two bad nodes
+    assert not short["passed"] and short["summary"].startswith("preflight: FAILED on n1, n4")
