@@ -144,6 +144,18 @@ def test_smoke_2x4_from_a_laptop(laptop, ssh_cluster):
     assert "/code/" not in done.stderr  # the checks need no working tree: only hpcjax is shipped
 
 
+def test_a_preflight_from_a_laptop_runs_with_the_clusters_python(laptop, ssh_cluster):
+    """--preflight over SSH: the step runs hpcjax (shipped) with the cluster's Python, not the laptop's."""
+    profiles = ssh_cluster.profiles(laptop / "profiles.toml")
+    done = run_hpcjax("submit", "--cluster", "devcluster", "--profile-file", str(profiles), "--nodes", "2",
+                      "--gpus-per-node", "2", "--preflight", "--env", "HPCJAX_PREFLIGHT_RATIO=0.1",  # other jobs share
+                      "--wait", "--", "python3", "-c", "print('ran')",
+                      cwd=laptop, timeout=600)
+    assert done.returncode == 0, done.stderr
+    status = json.loads(run_hpcjax("status", done.stdout.strip(), "--json", cwd=laptop).stdout)
+    assert status["attempts"][0]["preflight"].startswith("preflight: 2 node(s), 4 device(s), passed"), status
+
+
 def jobs_named(ssh_cluster, name: str) -> str:
     """What the cluster has of jobs with this name (queued, running or finished)."""
     done = ssh_cluster.ssh(f"sacct -X -n -P -S now-1hour --name {name} -o JobID; squeue -h -n {name} -o %i")
