@@ -1,10 +1,14 @@
 """Helpers tests in several folders share: the tiny model of the cluster training tests, the
-metrics a run wrote, and whether a picture is more than a blank page."""
+metrics a run wrote, whether a picture is more than a blank page, and the CLI run in this process."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
+import os
 import time
+from pathlib import Path
 
 from hpcjax.rundir import RunDir
 
@@ -33,3 +37,19 @@ def not_blank(png) -> bool:
 
     pixels = imread(str(png))
     return pixels.ndim == 3 and pixels.shape[0] > 100 and float(pixels[..., :3].std()) > 0.05
+
+
+def cli(cwd: Path, *argv: str) -> tuple[int, str, str]:
+    """`hpcjax ARGV...` in this process, in `cwd`: (exit code, stdout, stderr)."""
+    from hpcjax.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    here = os.getcwd()
+    os.chdir(cwd)
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = main(list(argv))
+    finally:
+        os.chdir(here)
+    return code, out.getvalue(), err.getvalue()
+

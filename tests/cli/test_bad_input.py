@@ -4,30 +4,17 @@ empty working directory, so "nothing written" is checked by listing it."""
 
 from __future__ import annotations
 
-import contextlib
-import io
 import os
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from hpcjax.cli import build_parser, main
+from hpcjax.cli import build_parser
+from support import cli  # noqa: F401 (the other bad-input files import it from here)
 from hpcjax.containers.recipes import recipe
 from hpcjax.slurm.script import render_sbatch
 from hpcjax.job.spec import Container, JobSpec
-
-
-def cli(cwd: Path, *argv: str) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    here = os.getcwd()
-    os.chdir(cwd)
-    try:
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            code = main(list(argv))
-    finally:
-        os.chdir(here)
-    return code, out.getvalue(), err.getvalue()
 
 
 @pytest.fixture

@@ -8,7 +8,6 @@ whose jobs outlive the submitting process); what it must implement is the table'
 from __future__ import annotations
 
 import contextlib
-import io
 import json
 import os
 import signal
@@ -21,7 +20,7 @@ import pytest
 from hpcjax import backends, contract
 from hpcjax.backends import Backend, register
 from hpcjax.catalog import keep, records
-from hpcjax.cli import main
+from support import cli
 from hpcjax.follow.outcome import Outcome, TaskEvent, analyze
 from hpcjax.follow.run import Run
 
@@ -92,18 +91,6 @@ class DetachedBackend(Backend):
         for row in rows:
             state = self.attach(row["job_id"], records.load(row["key"]), None).state()
             keep.update(row["key"], state=state)
-
-
-def cli(cwd: Path, *argv: str) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    here = os.getcwd()
-    os.chdir(cwd)
-    try:
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            code = main(list(argv))
-    finally:
-        os.chdir(here)
-    return code, out.getvalue(), err.getvalue()
 
 
 def test_a_backend_defined_in_the_tests_takes_jobs_through_every_verb(tmp_path, hpcjax_home):
