@@ -4,9 +4,10 @@ that is late (a throttled GPU, a busy host, a stopped process) reaches each coll
 last and waits in it least; every other rank sits in the collective until it arrives.
 
 So every `pace_every` steps each process traces its last PACE_STEPS steps with JAX's
-profiler (a few milliseconds to start and stop) and sums the time its devices spent in
-collective operations (all-reduce, all-gather, reduce-scatter, collective-permute,
-all-to-all). The capture ends with the one device synchronisation this adds: once per
+profiler (a few milliseconds to start and stop) and sums the time it spent in collective
+operations (all-reduce, all-gather, reduce-scatter, collective-permute, all-to-all),
+each counted on the process's device that arrived last (with several devices per
+process, the others also wait for their siblings). The capture ends with the one device synchronisation this adds: once per
 interval, never per step. Each process puts its share in the coordination service's
 key-value store before the per-step stop barrier (train.stop) and process 0 reads them
 all after it: no extra round of waiting.
@@ -43,26 +44,56 @@ COLLECTIVE = re.compile(r"^%?(all-reduce|all-gather|reduce-scatter|collective-pe
 
 
 def collective_seconds(events, local_devices: int, platform: str = "cpu") -> float:
-    """Seconds per device spent in collectives, from (plane, line, name, duration_ns)
-    events of one process's trace. A GPU or TPU has a plane per device (its "XLA Ops"
-    line when there is one, so kernels are not counted twice); on CPU, XLA's thread
-    pools' lines of the host plane hold the ops of every local device."""
+    """Seconds this process waited in collectives for other processes, from (plane, line,
+    name, start_ns, duration_ns) events of its trace: for each instance of a collective,
+    the time of its local device that arrived last (the others of this process also waited
+    for that sibling, which says nothing about other processes; a rank stopped mid-step
+    leaves its finished devices waiting in the collective for the stopped ones). A GPU or
+    TPU has a plane per device (its "XLA Ops" line when there is one, so kernels are not
+    counted twice): an op's Nth run on each plane is one instance. On CPU, XLA's thread
+    pools' lines of the host plane hold every local device's ops, on whichever thread ran
+    them: the local devices of one instance leave it together, so its runs are grouped by
+    their ends, split at the widest gaps into as many instances as there are runs per device."""
     events = list(events)
-    devices = {plane for plane, _, _, _ in events if plane.startswith("/device:")}
+    devices = {plane for plane, *_ in events if plane.startswith("/device:")}
     if not devices and platform != "cpu":
         # The host's lines hold only kernel launches then: their times would say nothing.
         raise ValueError(f"the trace has no {platform} device activity (on NVIDIA GPUs the profiler needs "
                          f"CUPTI and, in many sites, the permission to use it)")
     if devices:
-        ops_lines = {(p, line) for p, line, _, _ in events if p in devices and line == "XLA Ops"}
-        chosen = [e for e in events if e[0] in devices and ((e[0], e[1]) in ops_lines
-                                                             or not any(p == e[0] for p, _ in ops_lines))]
-        count = len(devices)
-    else:
-        chosen = [e for e in events if e[0] == "/host:CPU" and e[1].startswith("tf_XLA")]
-        count = local_devices
-    total_ns = sum(duration for _, _, name, duration in chosen if COLLECTIVE.match(name))
-    return total_ns / 1e9 / max(1, count)
+        ops_lines = {(p, line) for p, line, *_ in events if p in devices and line == "XLA Ops"}
+        chosen = [e for e in events if e[0] in devices and COLLECTIVE.match(e[2]) and (
+            (e[0], e[1]) in ops_lines or not any(p == e[0] for p, _ in ops_lines))]
+        return sum(_per_plane_instances(chosen)) / 1e9
+    chosen = [e for e in events if e[0] == "/host:CPU" and e[1].startswith("tf_XLA") and COLLECTIVE.match(e[2])]
+    return sum(_instances_by_end(chosen, max(1, local_devices))) / 1e9
+
+
+def _per_plane_instances(events) -> list[int]:
+    """The last-arriving device's time of each instance: the minimum over planes of an op's Nth run."""
+    runs: dict[tuple[str, str], list[tuple[int, int]]] = {}
+    for plane, _, name, start, duration in events:
+        runs.setdefault((name, plane), []).append((start, duration))
+    instances: dict[tuple[str, int], int] = {}
+    for (name, _), found in runs.items():
+        for n, (_, duration) in enumerate(sorted(found)):
+            instances[name, n] = min(duration, instances.get((name, n), duration))
+    return list(instances.values())
+
+
+def _instances_by_end(events, per_instance: int) -> list[int]:
+    """The shortest run of each instance, the runs of one op grouped by when they ended."""
+    by_name: dict[str, list[tuple[int, int]]] = {}
+    for _, _, name, start, duration in events:
+        by_name.setdefault(name, []).append((start + duration, duration))
+    shortest = []
+    for runs in by_name.values():
+        runs.sort()
+        count = max(1, round(len(runs) / per_instance))
+        gaps = sorted(range(1, len(runs)), key=lambda i: runs[i][0] - runs[i - 1][0], reverse=True)
+        cuts = [0, *sorted(gaps[:count - 1]), len(runs)]
+        shortest += [min(d for _, d in runs[a:b]) for a, b in zip(cuts, cuts[1:])]
+    return shortest
 
 
 @dataclass(frozen=True)
@@ -119,7 +150,7 @@ def read_trace(directory: Path) -> list[tuple[str, str, str, int]]:
     if not found:
         return []
     data = ProfileData.from_file(str(found[-1]))
-    return [(plane.name, line.name, event.name, event.duration_ns)
+    return [(plane.name, line.name, event.name, event.start_ns, event.duration_ns)
             for plane in data.planes for line in plane.lines for event in line.events]
 
 

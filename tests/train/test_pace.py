@@ -4,6 +4,10 @@ progress line says. The whole path runs on the dev cluster in test_pace_cluster.
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+
 import pytest
 
 from hpcjax.errors import ConfigError
@@ -15,33 +19,81 @@ pytestmark = pytest.mark.jax  # needs JAX on this machine
 MS = 1_000_000  # nanoseconds
 
 
-def test_cpu_traces_count_the_xla_thread_pools_collectives_per_local_device():
-    events = [("/host:CPU", "python", "all-reduce", 50 * MS),  # a host annotation, not the op
-              ("/host:CPU", "tf_XLAEigen/1", "all-reduce", 30 * MS),
-              ("/host:CPU", "tf_XLAEigen/1", "end: all-reduce", 0),
-              ("/host:CPU", "tf_XLAPjRtCpuClient/2", "all-gather.3", 10 * MS),
-              ("/host:CPU", "tf_XLAPjRtCpuClient/2", "reduce-scatter.1", 20 * MS),
-              ("/host:CPU", "tf_XLAPjRtCpuClient/2", "dot.1", 40 * MS),
-              ("/host:CPU", "tf_XLAPjRtCpuClient/2", "copy_subtract_fusion", 5 * MS)]
+def test_cpu_traces_count_the_xla_thread_pools_collectives():
+    events = [("/host:CPU", "python", "all-reduce", 0, 50 * MS),  # a host annotation, not the op
+              ("/host:CPU", "tf_XLAEigen/1", "all-reduce", 0, 30 * MS),
+              ("/host:CPU", "tf_XLAEigen/1", "end: all-reduce", 30 * MS, 0),
+              ("/host:CPU", "tf_XLAPjRtCpuClient/2", "all-gather.3", 40 * MS, 10 * MS),
+              ("/host:CPU", "tf_XLAPjRtCpuClient/2", "reduce-scatter.1", 60 * MS, 20 * MS),
+              ("/host:CPU", "tf_XLAPjRtCpuClient/2", "dot.1", 80 * MS, 40 * MS),
+              ("/host:CPU", "tf_XLAPjRtCpuClient/2", "copy_subtract_fusion", 120 * MS, 5 * MS)]
     assert collective_seconds(events, local_devices=1) == pytest.approx(0.060)
-    assert collective_seconds(events, local_devices=2) == pytest.approx(0.030)
+
+
+def test_with_several_devices_per_process_each_instance_counts_its_last_arriving_device():
+    # Two steps of one all-reduce on 4 local devices: the runs of an instance end together
+    # (within 0.6 ms here), whatever thread ran them; a device that arrived early waited
+    # for its siblings, which is not waiting for another process.
+    events = []
+    for step_end, durations in ((100, (2, 9, 30, 4)), (200, (7, 3, 12, 5))):
+        for n, wait in enumerate(durations):
+            end = step_end * MS + n * MS // 5
+            events.append(("/host:CPU", f"tf_XLAEigen/{n % 2}", "all-reduce", end - wait * MS, wait * MS))
+    assert collective_seconds(events, local_devices=4) == pytest.approx((2 + 3) / 1000)
+    # A capture that cut an instance short still groups the rest by their ends.
+    assert collective_seconds(events[1:], local_devices=4) == pytest.approx((4 + 3) / 1000)
+
+
+def test_a_real_cpu_trace_of_four_devices_groups_into_one_instance_per_step(tmp_path):
+    """The grouping's premise, on XLA's own trace: one process, 4 CPU devices, a jitted
+    step with one gradient all-reduce, traced for a few steps."""
+    steps = 3
+    program = f"""
+import os, sys, json
+os.environ["JAX_NUM_CPU_DEVICES"] = "4"
+import jax, jax.numpy as jnp
+from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+from hpcjax.train import pace
+mesh = Mesh(jax.devices(), ("d",))
+x = jax.device_put(jnp.ones((1024, 128)), NamedSharding(mesh, P("d")))
+w = jax.device_put(jnp.ones((128, 128)), NamedSharding(mesh, P()))
+step = jax.jit(lambda w, x: w - 1e-3 * jax.grad(lambda w: jnp.sum(jnp.tanh(x @ w)))(w))
+w = step(w, x).block_until_ready()
+jax.profiler.start_trace(sys.argv[1])
+for _ in range({steps}):
+    w = step(w, x)
+w.block_until_ready()
+jax.profiler.stop_trace()
+events = [e for e in pace.read_trace(pace.Path(sys.argv[1])) if pace.COLLECTIVE.match(e[2])
+          and e[1].startswith("tf_XLA")]
+print(json.dumps([len(events), len(pace._instances_by_end(events, 4))]))
+"""
+    out = subprocess.run([sys.executable, "-c", program, str(tmp_path)], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    runs, instances = json.loads(out.stdout.splitlines()[-1])
+    assert (runs, instances) == (4 * steps, steps)
 
 
 def test_gpu_traces_count_each_device_planes_ops_once():
     events = []
     for device, wait in (("/device:GPU:0", 10), ("/device:GPU:1", 30)):
-        events += [(device, "XLA Ops", "all-reduce-start.2", wait * MS), (device, "XLA Ops", "fusion.4", 50 * MS),
-                   (device, "Stream #13(compute)", "ncclDevKernel_AllReduce_Sum_f32_RING_LL", wait * MS),
-                   (device, "XLA Ops", "collective-permute-done", 2 * MS)]
-    events.append(("/host:CPU", "tf_XLAPjRtGpuClient/1", "all-reduce", 999 * MS))  # the host side: not counted
-    assert collective_seconds(events, local_devices=2) == pytest.approx((12 + 32) / 2 / 1000)
+        events += [(device, "XLA Ops", "all-reduce-start.2", 0, wait * MS), (device, "XLA Ops", "fusion.4", 40 * MS, 50 * MS),
+                   (device, "Stream #13(compute)", "ncclDevKernel_AllReduce_Sum_f32_RING_LL", 0, wait * MS),
+                   (device, "XLA Ops", "collective-permute-done", 95 * MS, 2 * MS)]
+    events.append(("/host:CPU", "tf_XLAPjRtGpuClient/1", "all-reduce", 0, 999 * MS))  # the host side: not counted
+    # Each instance counts its last-arriving device: GPU:0's 10 ms, and 2 ms.
+    assert collective_seconds(events, local_devices=2) == pytest.approx(0.012)
     # Without an "XLA Ops" line, the kernels of the streams are what there is.
     kernels = [e for e in events if e[1].startswith("Stream")]
-    assert collective_seconds(kernels, local_devices=2) == pytest.approx(0.020)
+    assert collective_seconds(kernels, local_devices=2) == pytest.approx(0.010)
+    # An op's Nth run on each plane is one instance: two runs, each device's shorter one in turn.
+    twice = [(f"/device:GPU:{d}", "XLA Ops", "all-reduce.1", n * 100 * MS, w * MS)
+             for d, waits in ((0, (5, 20)), (1, (25, 8))) for n, w in enumerate(waits)]
+    assert collective_seconds(twice, local_devices=2) == pytest.approx((5 + 8) / 1000)
 
 
 def test_a_gpu_trace_without_device_planes_is_refused_not_misread():
-    host_only = [("/host:CPU", "tf_XLAPjRtGpuClient/1", "all-reduce", 9 * MS)]
+    host_only = [("/host:CPU", "tf_XLAPjRtGpuClient/1", "all-reduce", 0, 9 * MS)]
     with pytest.raises(ValueError, match="no gpu device activity"):
         collective_seconds(host_only, local_devices=1, platform="gpu")
 

@@ -1,7 +1,8 @@
 """Slow ranks named (train.pace) on the dev cluster: a 2-node training run whose rank 1
 is slowed from outside (SIGSTOP/SIGCONT at a fixed duty cycle, as a throttled node
 would be) has rank 1 on node2, and only it, named slow in rank 0's progress line, in
-metrics.jsonl and in `hpcjax report`; the same run unslowed names no one."""
+metrics.jsonl and in `hpcjax report`, with one and with 4 devices per process; the same
+run unslowed names no one."""
 
 from __future__ import annotations
 
@@ -25,10 +26,11 @@ MODEL = ["--seq-len", "64", "--d-model", "256", "--heads", "8", "--layers", "2",
 STEPS = 80  # 7 captures (steps 17-19, 27-29, ... 77-79) at --pace-every 10
 
 
-def train(tmp_path, slow: bool):
+def train(tmp_path, slow: bool, devices_per_process: int = 1):
     run_dir = tmp_path / "run"
+    layout = ["--gpus-per-node", str(devices_per_process), "--gpus-per-process", str(devices_per_process)]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "hpcjax", "submit", "--nodes", "2", "--gpus-per-node", "1", "--wait", "--",
+        [sys.executable, "-m", "hpcjax", "submit", "--nodes", "2", *layout, "--wait", "--",
          sys.executable, "-m", "hpcjax", "train", "--strategy", "dp", "--steps", str(STEPS), "--pace-every", "10",
          "--checkpoint-every", "0", "--run-dir", str(run_dir), *MODEL],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path, env=os.environ)
@@ -44,8 +46,11 @@ def train(tmp_path, slow: bool):
     return run_dir, log, paces
 
 
-def test_a_rank_slowed_from_outside_is_named_and_no_other(tmp_path, slurm_cluster, hpcjax_home):
-    run_dir, log, paces = train(tmp_path, slow=True)
+@pytest.mark.parametrize("devices_per_process", [1, 4])
+def test_a_rank_slowed_from_outside_is_named_and_no_other(tmp_path, slurm_cluster, hpcjax_home, devices_per_process):
+    """With 4 emulated devices per process too: each collective counts on the process's
+    device that arrived last, so the siblings' waits for each other do not hide the straggler."""
+    run_dir, log, paces = train(tmp_path, slow=True, devices_per_process=devices_per_process)
     assert len(paces) == 7
     assert all(p["hosts"] == ["node1", "node2"] for p in paces)
     assert {p["slow_rank"] for p in paces} <= {None, 1} and paces[-1]["slow_rank"] == 1, paces
