@@ -37,8 +37,8 @@ DEFAULT_RUN_DIR = "hpcjax-run"  # checkpoints and metrics of `hpcjax train`
 BATCH_LOG = "%j-batch.log"
 RANK_LOG = "%j-rank%t.log"
 # An element of a job array is named <array job>_<index> (%A_%a), as squeue, sacct and
-# scancel name it; its own %j is a number no caller knows.
-ARRAY_JOB_KEY = "%A_%a"
+# scancel name it; its own %j is a number no caller knows. A job in a hold: JOB_KEY_ENV (1234.s2).
+ARRAY_JOB_KEY, JOB_KEY_ENV = "%A_%a", "HPCJAX_JOB_KEY"
 
 # The signal SLURM sends before preemption or the time limit (`#SBATCH --signal`). Not USR1: NCCL uses it.
 WARNING_SIGNAL = "USR2"
@@ -135,7 +135,8 @@ class Layout:
 
     def env(self) -> dict[str, str]:
         """The variables that tell every rank the layout hpcjax rendered."""
-        return layout_env(self.nodes, self.gpus_per_node, self.gpus_per_process)
+        return {NODES_ENV: str(self.nodes), GPUS_PER_NODE_ENV: str(self.gpus_per_node),
+                GPUS_PER_PROCESS_ENV: str(self.gpus_per_process)}
 
     def as_dict(self) -> dict[str, int]:
         return {"nodes": self.nodes, "gpus_per_node": self.gpus_per_node, "gpus_per_process": self.gpus_per_process}
@@ -152,12 +153,6 @@ class Layout:
         if not all(v.isdigit() and int(v) > 0 for v in values):
             return None
         return Layout(nodes=int(values[0]), gpus_per_node=int(values[1]), gpus_per_process=int(values[2]))
-
-
-def layout_env(nodes: int, gpus_per_node: int, gpus_per_process: int) -> dict[str, str]:
-    """The variables that tell every rank the layout hpcjax rendered."""
-    return {NODES_ENV: str(nodes), GPUS_PER_NODE_ENV: str(gpus_per_node),
-            GPUS_PER_PROCESS_ENV: str(gpus_per_process)}
 
 
 def node_name(environ=os.environ) -> str:
@@ -239,8 +234,10 @@ def rank_log_pattern(directory: str, array: bool = False) -> str:
     return f"{directory}/{RANK_LOG}".replace("%j", ARRAY_JOB_KEY if array else "%j")
 
 
-def job_key_shell(array: bool = False) -> str:
+def job_key_shell(array: bool = False, in_hold: bool = False) -> str:
     """The job's name in the file names, as the batch script spells it."""
+    if in_hold:
+        return f"${{{JOB_KEY_ENV}}}"
     return "${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID}" if array else "${SLURM_JOB_ID}"
 
 
@@ -262,6 +259,8 @@ def rank_hang_path(directory: str | Path, job_id: str, rank: int) -> Path:
 
 def job_key(environ=os.environ) -> str:
     """A rank's job as its log names spell it: <array job>_<index> for an array element."""
+    if environ.get(JOB_KEY_ENV):
+        return environ[JOB_KEY_ENV]
     if environ.get("SLURM_ARRAY_JOB_ID") and environ.get("SLURM_ARRAY_TASK_ID"):
         return f"{environ['SLURM_ARRAY_JOB_ID']}_{environ['SLURM_ARRAY_TASK_ID']}"
     return environ.get("SLURM_JOB_ID", "")

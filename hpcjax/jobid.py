@@ -1,7 +1,9 @@
 """A job's id, read one way everywhere: `1234` (a job), `1234_3` (an element of a job array, as
 squeue, sacct and scancel name it), `1234+1` (a component of a heterogeneous job), each with an
 optional step after a dot (`1234.0`, `1234.batch`, `1234_3.extern`). The local backend names its
-jobs and array elements the same way. Standard library only.
+jobs and array elements the same way. A job hpcjax ran inside a held allocation (`hpcjax hold`,
+`--on NAME`) is named by the hold's id and its place in the hold's queue: `1234.s2`, a step that
+is not SLURM's (its sruns are SLURM's steps 1234.0, 1234.1, ...). Standard library only.
 """
 
 from __future__ import annotations
@@ -12,7 +14,8 @@ from dataclasses import dataclass
 from hpcjax.errors import UsageError
 
 PATTERN = re.compile(r"(?P<job>\d+)(?:_(?P<task>\d+))?(?:\+(?P<component>\d+))?(?:\.(?P<step>[A-Za-z0-9_]+))?")
-FORM = "a job id is a number, e.g. 1234, or an array element's, e.g. 1234_3"
+FORM = "a job id is a number, e.g. 1234, an array element's, e.g. 1234_3, or a held allocation's step, e.g. 1234.s2"
+HOLD_STEP = re.compile(r"s[1-9]\d*")  # the step part of a job run inside a hold
 
 
 @dataclass(frozen=True)
@@ -48,9 +51,18 @@ def check(text, what: str = "job id") -> str:
 
 
 def is_element(text) -> bool:
-    """Whether `text` names a job or an array element (what `hpcjax status` takes), not a step."""
+    """Whether `text` names a job, an array element or a hold's step (what `hpcjax status` takes),
+    not one of SLURM's steps."""
     found = parse(text)
-    return found is not None and found.step is None and found.component is None and str(text) == found.element
+    return found is not None and found.component is None and (
+        (found.step is None and str(text) == found.element) or (is_hold_step(text)))
+
+
+def is_hold_step(text) -> bool:
+    """Whether `text` names a job run inside a held allocation (1234.s2)."""
+    found = parse(text)
+    return (found is not None and found.task is None and found.component is None and found.step is not None
+            and HOLD_STEP.fullmatch(found.step) is not None)
 
 
 def base(text: str) -> str:

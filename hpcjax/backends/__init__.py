@@ -37,6 +37,7 @@ class Backend:
     reaches_clusters: ClassVar[bool] = False  # can run a job on a cluster reached over SSH
     shared_storage: ClassVar[bool] = True  # a multi-node job's files must be where every node sees them
     submitter_follows: ClassVar[bool] = False  # the submitting process runs the ranks (waits; Ctrl-C stops them)
+    holds_allocations: ClassVar[bool] = False  # an allocation can be held and jobs run in it (hpcjax hold, --on)
     described: ClassVar[str] = ""  # how it runs a job, for a message: "locally on this machine's CPU, ..."
 
     def available(self) -> bool:

@@ -13,7 +13,8 @@ from hpcjax.containers import binds
 from hpcjax.contract import FINISHED_STATES
 from hpcjax.errors import HpcjaxError, SlurmNotFound, UsageError
 from hpcjax.follow.run import say
-from hpcjax.slurm import commands, controller
+from hpcjax import jobid
+from hpcjax.slurm import commands, controller, holds, inhold
 from hpcjax.slurm.job import SlurmRun
 from hpcjax.slurm.status import parse_attempts
 
@@ -23,6 +24,7 @@ class SlurmBackend(Backend):
     name = "slurm"
     order = 10
     reaches_clusters = True
+    holds_allocations = True
 
     def available(self) -> bool:
         return shutil.which("sbatch") is not None
@@ -44,6 +46,8 @@ class SlurmBackend(Backend):
     def check(self, sub, probe) -> None:
         where = sub.cluster.name
         self._check_paths(sub, probe)
+        if sub.spec.on:
+            inhold.check(sub)
         if "sbatch" in probe.missing_programs:
             if sub.cluster.remote:
                 raise SlurmNotFound(f"`sbatch` is not on the PATH of {where} in a login shell",
@@ -87,27 +91,44 @@ class SlurmBackend(Backend):
     def render(self, sub) -> tuple[str, str]:
         from hpcjax.slurm.script import render_sbatch  # the template engine: submissions only
 
-        return render_sbatch(sub.spec), f"dry run: would submit {sub.spec.layout.described} with this script:"
+        if sub.spec.on:
+            return render_sbatch(sub.spec), (f"dry run: would run {sub.spec.layout.described} in hold {sub.spec.on} "
+                                             "with this script:")
+        return render_sbatch(sub.spec, hold=sub.hold), f"dry run: would submit {sub.spec.layout.described} with this script:"
 
     def submit(self, sub) -> list:
         from hpcjax.slurm import sbatch  # the template engine: submissions only
 
         cluster = sub.cluster
-        job_id = sbatch.there(sub.spec, cluster, sub.workdir, sub.log_dir) if cluster.remote else sbatch.here(sub.spec)
+        if sub.spec.on:  # a job inside a held allocation: queued for the hold's agent, no sbatch
+            run, more = inhold.queue(sub)
+            self._record(sub, run, {**sub.record_fields(None, run.job_id), **more})
+            return [run]
+        job_id = sbatch.there(sub.spec, cluster, sub.workdir, sub.log_dir, hold=sub.hold) if cluster.remote else \
+            sbatch.here(sub.spec, hold=sub.hold)
         runs = [SlurmRun(job_id if i is None else f"{job_id}_{i}", sub.log_dir, sub.spec.layout.num_processes, cluster)
                 for i in sub.elements]
         for run, element in zip(runs, sub.elements):
             fields = sub.record_fields(element, job_id)
-            run.run_dir = fields.get("run_dir")
-            if cluster.remote:
-                save_record_there(cluster, run.job_id, fields)
-            keep.record(records.key(run.job_id, cluster.destination), fields)
+            if sub.hold:
+                fields.update(kind=holds.KIND, hold_name=sub.spec.job_name, job_id=job_id)
+            self._record(sub, run, fields)
         what = f"job {job_id}" if not sub.spec.array else f"job array {job_id} of {sub.spec.array} elements"
+        what = f"hold {sub.spec.job_name} ({what})" if sub.hold else what
         where = f" on {cluster.name}" if cluster.remote else ""
         say(f"submitted {what}{where} ({sub.spec.layout.described}); logs in {sub.log_dir}/")
         return runs
 
+    @staticmethod
+    def _record(sub, run, fields: dict) -> None:
+        run.run_dir = fields.get("run_dir")
+        if sub.cluster.remote:
+            save_record_there(sub.cluster, run.job_id, fields)
+        keep.record(records.key(run.job_id, sub.cluster.destination), fields)
+
     def attach(self, job_id: str, record: dict | None, cluster) -> SlurmRun:
+        if jobid.is_hold_step(job_id):
+            return inhold.InHoldRun.attach(job_id, record, cluster)
         return SlurmRun.attach(job_id, record, cluster)
 
     def refresh(self, conn, rows: list[dict]) -> None:

@@ -240,6 +240,12 @@ def runs(conn: sqlite3.Connection, *, state: str | None = None, since: float | N
     return out
 
 
+def keys_of_kind(conn: sqlite3.Connection, kind: str, cluster: str = "") -> list[str]:
+    """The records' keys of one kind (e.g. the holds) on one cluster ("": this machine), newest first."""
+    return [row["key"] for row in conn.execute(
+        "SELECT key FROM runs WHERE kind = ? AND cluster = ? ORDER BY submitted DESC, key", (kind, cluster))]
+
+
 def decode(row: sqlite3.Row) -> dict:
     run = dict(row)
     for key in JSON_COLUMNS:

@@ -50,6 +50,8 @@ VERBS = {
     "stacks": ("stacks", "add_stacks_verb"),
     "runs": ("runs", "add_runs_verbs"), "relaunch": ("runs", "add_runs_verbs"),
     "nodes": ("nodes", "add_nodes_verb"),
+    "hold": ("holds", "add_hold_verbs"), "holds": ("holds", "add_hold_verbs"),
+    "release": ("holds", "add_hold_verbs"),
 }
 
 

@@ -121,6 +121,9 @@ def add_job_options(parser: argparse.ArgumentParser, job_name: str = "hpcjax", t
                           "all and the program on the best (hot spares: a bad node costs no requeue)")
     job.add_argument("--exclude", action="append", metavar="NODE",
                      help="a node the job must not run on (repeatable; adds to the profile's)")
+    job.add_argument("--on", metavar="HOLD",
+                     help="run inside the held allocation HOLD (`hpcjax hold`; `hpcjax holds` lists them): no wait "
+                          "in SLURM's queue; its name is HOLD's job id and a step number, e.g. 1234.s2")
     job.add_argument("--sbatch", action="append", metavar="OPTION",
                      help="an extra #SBATCH option hpcjax does not model, e.g. --sbatch=--licenses=scratch")
     job.add_argument("--prologue", action="append", metavar="CMD", help="a shell command before the launch")

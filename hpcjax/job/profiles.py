@@ -39,7 +39,7 @@ INTS = ("nodes", "gpus_per_node", "gpus_per_process", "cpus_per_task", "requeue"
         "avoid_failed_hours")
 POSITIVE = ("ship_limit_mb",)  # the others have their own checks, with their own hints, in the spec
 STRS = ("time", "job_name", "partition", "account", "qos", "constraint", "mem", "output_dir", "runtime",
-        "image", "template", "host", "remote_dir", "python")
+        "image", "template", "host", "remote_dir", "python", "on")
 BOOLS = ("exclusive", "retry_failed", "cleanenv", "bind_hpcjax", "preflight")
 LISTS = ("modules", "binds", "container_flags", "sbatch", "prologue", "epilogue", "ssh_options", "exclude")
 TABLES = ("env",)
@@ -189,7 +189,7 @@ def build_spec(command, values: dict, defaults: dict | None = None):
 
 SIMPLE = ("time", "job_name", "partition", "account", "qos", "constraint", "cpus_per_task", "mem", "exclusive",
           "output_dir", "requeue", "retry_failed", "template", "preflight", "spares",
-          "avoid_failed_hours")
+          "avoid_failed_hours", "on")
 
 
 def values_of(spec: JobSpec) -> dict:

@@ -166,6 +166,7 @@ class JobSpec:
     sweep: tuple[tuple[tuple[str, str], ...], ...] = ()  # a sweep: each element's (name, value)s, for the catalog
     after: tuple[tuple[str, str], ...] = ()  # (job id, "ok" or "any"): start when those end so
     run_dir: str | None = None  # where the program keeps its run, when its command names none (a Trainer's)
+    on: str | None = None  # a held allocation's name (hpcjax hold): the job runs inside it, not as a job of its own
 
     def __post_init__(self) -> None:
         if isinstance(self.command, str):  # tuple("python x.py") would be its letters
@@ -234,6 +235,8 @@ class JobSpec:
         for key, value in self.env:
             check_env_pair(key, value)
         check_timeouts(dict(self.env))
+        if self.on is not None:
+            check_on(self)
 
     def hpcjax_python(self) -> str:
         """The ranks' Python for hpcjax's own programs (preflight, smoke, a call's worker): the image's in
@@ -248,13 +251,33 @@ class JobSpec:
         return parse_walltime(self.time)
 
 
+HOLD_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+
+
+def check_on(spec: "JobSpec") -> None:
+    """What a job run inside a hold cannot have: the hold's allocation is already there, and its
+    agent runs one job at a time (no array, no dependency); a requeue would requeue the hold."""
+    if not isinstance(spec.on, str) or not HOLD_NAME.fullmatch(spec.on):
+        raise SpecError(f"invalid hold name {spec.on!r}", "a hold's name as `hpcjax holds` lists it: letters, digits, "
+                        "_ . -, e.g. --on dev", field="on")
+    for name, value, hint in (("array", spec.array, "submit the sweep's elements one by one with --on, or as a "
+                               "job array of their own without it"),
+                              ("after", spec.after, "wait for the job first, or drop --on"),
+                              ("requeue", spec.requeue, "a requeue would requeue the whole hold; drop --requeue"),
+                              ("spares", spec.spares, "give the hold the nodes you want (hpcjax hold --nodes N)")):
+        if value:
+            raise SpecError(f"{name} cannot be used with on={spec.on!r} (a job inside a held allocation)",
+                            hint, field=(name, "on"))
+
+
 AFTER_FORM = "write --after JOBID[:ok|:any], e.g. --after 1234 (when it succeeded) or --after 1234:any"
 
 
 def check_after(job, when: str) -> tuple[str, str]:
     """A dependency: a job id (an array element's too) and when the dependent may start."""
-    if not isinstance(job, str) or not jobid.is_element(job):
-        raise SpecError(f"--after {job!r} is not a job id", AFTER_FORM, field="after")
+    if not isinstance(job, str) or not jobid.is_element(job) or jobid.is_hold_step(job):
+        raise SpecError(f"--after {job!r} is not a job id" + (" SLURM knows (a step inside a hold)" if isinstance(
+            job, str) and jobid.is_hold_step(job) else ""), AFTER_FORM, field="after")
     if when not in ("ok", "any"):
         raise SpecError(f"--after {job}:{when} asks for {when!r}, not ok or any", AFTER_FORM, field="after")
     return job, when

@@ -43,6 +43,10 @@ class Probe:
 def check(sub) -> Probe:
     """Every refusal of this submission, no side effect; the probe, for the steps after."""
     records.require_writable()
+    if (sub.spec.on or sub.hold) and not sub.backend.holds_allocations:
+        raise UsageError(f"the {sub.backend.name} backend has no allocation to hold" + (
+            f" (--on {sub.spec.on})" if sub.spec.on else ""), "holds are SLURM's: use --backend slurm (here or with "
+            "--cluster), or drop --on and run the job on its own")
     if sub.cluster.remote:
         uploads.check_uploads(sub.uploads, check_tree(sub), sub.tree, sub.ship_code)
     for path in sub.local_data():

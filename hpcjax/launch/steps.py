@@ -42,6 +42,7 @@ class Submission:
     call: object | None = None  # the API's call: .write(sub, home) writes its folder, sets the command
     announce: object | None = None  # announce(job_id), as soon as it is recorded
     dirs_there: tuple = ()  # directories the stage makes there first (the API's calls folder)
+    hold: bool = False  # the job is a held allocation (hpcjax hold): its script is the hold's agent
     # what the steps learn and make
     workdir: str = ""  # where the job starts (its snapshot on a cluster)
     log_dir: str = ""

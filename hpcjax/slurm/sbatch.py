@@ -30,12 +30,12 @@ def executor_class():
         """submitit's SLURM executor whose submission file is hpcjax's rendered script.
         submitit still writes the file into its folder, runs sbatch and reads the job id."""
 
-        def __init__(self, spec: JobSpec) -> None:
+        def __init__(self, spec: JobSpec, hold: bool = False) -> None:
             super().__init__(folder=spec.output_dir)
-            self.spec = spec
+            self.spec, self.hold = spec, hold
 
         def _make_submission_file_text(self, command: str, uid: str) -> str:
-            return render_sbatch(self.spec)
+            return render_sbatch(self.spec, hold=self.hold)
 
         def _num_tasks(self) -> int:
             return self.spec.layout.num_processes
@@ -47,12 +47,12 @@ def executor_class():
     return HpcjaxSlurmExecutor
 
 
-def here(spec: JobSpec) -> str:
+def here(spec: JobSpec, hold: bool = False) -> str:
     """sbatch on this machine, through submitit (the log directory exists: the stage made it)."""
     import submitit
 
     try:
-        job = executor_class()(spec).submit_spec()
+        job = executor_class()(spec, hold).submit_spec()
     except submitit.core.utils.FailedJobError as err:
         said = str(err).strip()
         raise SubmitError(f"sbatch refused the job ({spec.layout.name}): {said}",
@@ -60,7 +60,7 @@ def here(spec: JobSpec) -> str:
     return str(job.job_id)
 
 
-def there(spec: JobSpec, cluster, workdir: str, log_dir: str) -> str:
+def there(spec: JobSpec, cluster, workdir: str, log_dir: str, hold: bool = False) -> str:
     """sbatch on the cluster's login node, in the job's snapshot: the script is written under
     remote_dir/jobs/ first (kept, for a look by hand)."""
     home = cluster.home()
@@ -68,7 +68,7 @@ def there(spec: JobSpec, cluster, workdir: str, log_dir: str) -> str:
     run = " ".join(commands.sbatch('"$2"'))
     done = cluster.host().run(
         ["sh", "-c", f'mkdir -p -- "$1" "$(dirname -- "$2")" && cat > "$2" && cd -- "$3" && {run}',
-         "sh", log_dir, script, workdir], input=render_sbatch(spec))
+         "sh", log_dir, script, workdir], input=render_sbatch(spec, hold=hold))
     if done.returncode != 0:
         said = done.stderr.strip() or done.stdout.strip()
         raise SubmitError(f"sbatch on {cluster.name} refused the job ({spec.layout.name}): {said}",

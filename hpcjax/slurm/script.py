@@ -17,6 +17,7 @@ from hpcjax.containers import binds
 from hpcjax.job.spec import JobSpec
 
 TEMPLATE = "sbatch.sh.j2"
+HOLD_SPOOL = "%j-hold"  # a held allocation's queue of jobs, in its log directory (templates/hold-agent.sh.j2)
 
 
 def template_dir() -> Path:
@@ -99,16 +100,17 @@ def image_word(spec: JobSpec) -> str:
     return f'"${{{var}:?is not set: load the module that provides the image}}"'
 
 
-def render_sbatch(spec: JobSpec, *, check_syntax: bool = True) -> str:
+def render_sbatch(spec: JobSpec, *, check_syntax: bool = True, hold: bool = False) -> str:
     """The sbatch script for spec. What `hpcjax render` prints is what `submit` submits.
     A script that is not valid bash (a broken prologue, a site template) is refused: always
-    before a submission, for `hpcjax render` with --check (a subprocess it otherwise spares)."""
+    before a submission, for `hpcjax render` with --check (a subprocess it otherwise spares).
+    `hold`: the script of a held allocation (`hpcjax hold`), whose launch is the hold's agent."""
     if not spec.template:
-        text = _render(_environment().get_template(TEMPLATE), spec)
+        text = _render(_environment().get_template(TEMPLATE), spec, hold)
     else:  # a site's template: whatever is wrong in it (syntax, a name no one gives) is its to fix
         site = Path(spec.template).resolve()
         try:
-            text = _render(_environment(str(site.parent)).get_template(site.name), spec)
+            text = _render(_environment(str(site.parent)).get_template(site.name), spec, hold)
         except (jinja2.TemplateError, UnicodeDecodeError) as err:
             said = f"{type(err).__name__}: {err}" if isinstance(err, jinja2.UndefinedError) else str(err)
             raise SpecError(f"site template {spec.template}: {said}",
@@ -134,9 +136,12 @@ def check_bash_syntax(text: str, spec: JobSpec) -> None:
                                                                     if spec.template else ""))
 
 
-def _render(template, spec: JobSpec) -> str:
-    job_key = contract.job_key_shell(bool(spec.array))
+def _render(template, spec: JobSpec, hold: bool = False) -> str:
+    job_key = contract.job_key_shell(bool(spec.array), in_hold=bool(spec.on))
     launch = spec.container.runtime_rules.launch(spec, image_word(spec))
+    rank_log = contract.rank_log_pattern(spec.output_dir, bool(spec.array))
+    preflight_log = contract.batch_log_pattern(spec.output_dir, bool(spec.array)).replace(
+        contract.BATCH_LOG.replace("%j", ""), contract.PREFLIGHT_LOG.replace("%j", ""))
     return template.render(
         spec=spec,
         layout=spec.layout,
@@ -144,7 +149,8 @@ def _render(template, spec: JobSpec) -> str:
         image=image_word(spec),
         layout_env=spec.layout.env(),
         batch_log=contract.batch_log_pattern(spec.output_dir, bool(spec.array)),
-        rank_log=contract.rank_log_pattern(spec.output_dir, bool(spec.array)),
+        rank_log=rank_log, rank_log_word=_log_word(rank_log, spec), preflight_log_word=_log_word(preflight_log, spec),
+        hold_spool=HOLD_SPOOL.replace("%j", "${SLURM_JOB_ID}") if hold else "", job_key_env=contract.JOB_KEY_ENV,
         warning_signal=contract.WARNING_SIGNAL,
         stop_marker=contract.STOP_MARKER.replace("%j", job_key),
         stop_marker_env=contract.STOP_MARKER_ENV,
@@ -170,8 +176,6 @@ def _render(template, spec: JobSpec) -> str:
         attempt_number=contract.attempt_number_shell(),
         attempt_printf=contract.attempt_printf(spec.retry_failed, spec.preflight),
         error_key=contract.ERROR_KEY, failed_node_key=contract.FAILED_NODE_KEY,
-        preflight_log=contract.batch_log_pattern(spec.output_dir, bool(spec.array)).replace(
-            contract.BATCH_LOG.replace("%j", ""), contract.PREFLIGHT_LOG.replace("%j", "")),
         preflight_log_name=contract.PREFLIGHT_LOG.replace("%j", job_key),
         preflight_verdict=contract.PREFLIGHT_VERDICT.replace("%j", job_key),
         preflight_command=(spec.hpcjax_python(), "-m", "hpcjax", "preflight")
@@ -180,3 +184,11 @@ def _render(template, spec: JobSpec) -> str:
         version=__version__,
     )
 
+
+def _log_word(pattern: str, spec: JobSpec) -> str:
+    """srun's --output as one shell word: SLURM fills %j and %t; in a hold, %j is the job's own
+    name (HOLD.sN, which srun cannot know: the hold's agent exports it)."""
+    if not spec.on:
+        return shellword.literal(pattern)
+    head, _, tail = pattern.partition("%j")
+    return shellword.literal(head) + f'"${{{contract.JOB_KEY_ENV}}}"' + shellword.literal(tail)

@@ -1,0 +1,178 @@
+"""The verbs of held allocations: `hold` (one SLURM allocation that stays up, its batch script the
+hold's agent), `holds` (the ones this machine knows, with what runs in them), `release` (end one).
+A job runs in a hold with `--on NAME` on submit, smoke, train through submit, the Trainer and
+@remote (hpcjax.slurm.holds and hpcjax.slurm.inhold)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+from hpcjax.cli.options import (add_cluster_options, add_job_options, cluster_from_args, merged_options,
+                                spec_from_args)
+from hpcjax.errors import UsageError
+
+READY_EVERY_S = 0.5
+NOT_FOR_A_HOLD = (("on", "a hold cannot run inside another"), ("requeue", "a hold is not requeued"),
+                  ("preflight", "run the preflight in the jobs you put in it: --on NAME --preflight"),
+                  ("spares", "hold the nodes you want: --nodes N"))
+
+
+def destination(cluster) -> str:
+    return cluster.destination if cluster is not None and cluster.remote else ""
+
+
+def cmd_hold(args: argparse.Namespace, command: list[str]) -> int:
+    import dataclasses
+
+    from hpcjax.cli.jobs import submission_of
+    from hpcjax.launch import steps
+    from hpcjax.slurm import holds
+
+    if command:
+        raise UsageError("`hpcjax hold` holds an allocation and takes no command",
+                         f"run one in it afterwards: hpcjax submit --on {args.name} -- COMMAND")
+    values = merged_options(args)
+    spec = spec_from_args(args, ["hpcjax-hold"], values)
+    for key, hint in NOT_FOR_A_HOLD:
+        if getattr(spec, key):
+            raise UsageError(f"--{key} cannot be used with `hpcjax hold`", hint)
+    spec = dataclasses.replace(spec, job_name=args.name)
+    cluster = cluster_from_args(args, values)
+    if any(h.name == args.name and not _ended(h, cluster) for h in holds.holds(destination(cluster))):
+        raise UsageError(f"a hold named {args.name!r} is up already", f"use it (--on {args.name}), release it "
+                         f"(hpcjax release {args.name}), or give another --name")
+    sub = submission_of(args, spec, values, cluster, ship_code=False, hold=True,
+                        announce=lambda job_id: print(job_id, flush=True))
+    [run] = steps.submit(sub)
+    if args.no_wait:
+        return 0
+    return wait_ready(run, args.name, sub)
+
+
+def _ended(hold, cluster) -> bool:
+    from hpcjax.contract import FINISHED_STATES
+    from hpcjax.slurm import controller
+
+    try:
+        return controller.slurm_on(cluster.host() if cluster else None).job_status(hold.job_id).state in FINISHED_STATES
+    except Exception:  # SLURM has forgotten it: long over
+        return True
+
+
+def wait_ready(run, name: str, sub) -> int:
+    """Follow the hold until its agent is up, a line on stderr for each change; Ctrl-C leaves it queued."""
+    from hpcjax.slurm import holds
+
+    hold = holds.find(name, destination(sub.cluster))
+    last = None
+    try:
+        while True:
+            state, shown = run.poll_surviving()
+            if state == "RUNNING" and run.files.read_text(f"{hold.spool}/ready") is not None:
+                status = run.status()
+                print(f"hold {name} ready: job {run.job_id} on {status.nodelist} ({sub.spec.layout.described}, "
+                      f"--time {sub.spec.time}); run jobs in it with --on {name}, end it with `hpcjax release "
+                      f"{name}`", file=sys.stderr)
+                return 0
+            if state not in ("PENDING", "RUNNING", "CONFIGURING"):
+                outcome = run.wait(progress=False)
+                print(f"hold {name} did not come up:\n{outcome.report()}", file=sys.stderr)
+                return outcome.exit_code or 1
+            if shown != last:
+                print(f"hold {name} (job {run.job_id}): {shown}", file=sys.stderr)
+                last = shown
+            time.sleep(READY_EVERY_S)
+    except KeyboardInterrupt:
+        print(f"\ninterrupted: hold {name} (job {run.job_id}) stays queued; `hpcjax holds` shows it, "
+              f"`hpcjax release {name}` ends it", file=sys.stderr)
+        return 130
+
+
+def listing(cluster) -> list[dict]:
+    """Every hold this machine knows on that cluster, with SLURM's state, time left and its jobs."""
+    from hpcjax.contract import FINISHED_STATES
+    from hpcjax.job.spec import parse_walltime
+    from hpcjax.slurm import controller, holds
+    from hpcjax.catalog import records
+
+    host = cluster.host() if cluster else None
+    slurm = controller.slurm_on(host)
+    found = holds.holds(destination(cluster))
+    for hold in found:
+        slurm.watcher.follow(hold.job_id)
+    rows = []
+    for hold in found:
+        try:
+            status = slurm.job_status(hold.job_id)
+        except Exception as error:  # forgotten by SLURM: it ended long ago
+            rows.append({"name": hold.name, "job_id": hold.job_id, "state": "GONE", "note": str(error)})
+            continue
+        limit = parse_walltime((records.load(hold.record_key) or {}).get("options", {}).get("time") or "0")
+        row = {"name": hold.name, "job_id": hold.job_id, "state": status.state, "nodes": status.nodelist,
+               "layout": hold.layout.name, "time_left": _left(limit, status.elapsed) if status.state == "RUNNING" else "",
+               "running": "", "queued": 0}
+        if status.state not in FINISHED_STATES:
+            row["running"], row["queued"] = holds.queue_summary(slurm.host, hold)
+        rows.append(row)
+    return rows
+
+
+def _left(limit_s: int | None, elapsed: str) -> str:
+    from hpcjax.job.spec import format_walltime, parse_walltime
+
+    if not limit_s:
+        return "unlimited"
+    return format_walltime(max(0, limit_s - (parse_walltime(elapsed or "0") or 0)))
+
+
+def cmd_holds(args: argparse.Namespace, command: list[str]) -> int:
+    from hpcjax.contract import FINISHED_STATES
+
+    rows = [r for r in listing(cluster_from_args(args)) if args.all or r["state"] not in FINISHED_STATES | {"GONE"}]
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    if not rows:
+        print("no holds up" + ("" if args.all else " (--all lists the ended ones too)"), file=sys.stderr)
+        return 0
+    print(f"{'NAME':<16} {'JOB':<8} {'STATE':<10} {'LAYOUT':<10} {'NODES':<14} {'LEFT':<10} RUNNING (QUEUED)")
+    for r in rows:
+        print(f"{r['name']:<16} {r['job_id']:<8} {r['state']:<10} {r.get('layout', ''):<10} {r.get('nodes', ''):<14} "
+              f"{r.get('time_left', ''):<10} {r.get('running') or '-'} ({r.get('queued', 0)})")
+    return 0
+
+
+def cmd_release(args: argparse.Namespace, command: list[str]) -> int:
+    from hpcjax.slurm import commands, controller, holds
+
+    cluster = cluster_from_args(args)
+    hold = holds.find(args.name, destination(cluster))
+    if _ended(hold, cluster):
+        print(f"hold {args.name} (job {hold.job_id}) had ended already", file=sys.stderr)
+        return 0
+    controller.slurm_on(cluster.host() if cluster else None).run(commands.cancel(hold.job_id))
+    print(f"released hold {args.name} (job {hold.job_id}); a job running in it ends with it", file=sys.stderr)
+    return 0
+
+
+def add_hold_verbs(sub) -> None:
+    hold = sub.add_parser("hold", help="hold a SLURM allocation that stays up; run jobs in it with --on NAME")
+    hold.add_argument("--name", default="hold", help="the hold's name, for --on NAME and release (default hold)")
+    hold.add_argument("--no-wait", action="store_true", help="return once submitted, not when the hold is up")
+    add_job_options(hold, job_name="hold", time="01:00:00")
+    add_cluster_options(hold)
+    hold.set_defaults(run=cmd_hold, takes_command=False, backend="slurm")
+
+    listed = sub.add_parser("holds", help="the held allocations: state, nodes, time left, the job running in each")
+    listed.add_argument("--all", action="store_true", help="the ended ones too")
+    listed.add_argument("--json", action="store_true", help="as JSON on stdout")
+    add_cluster_options(listed, profile_file=True)
+    listed.set_defaults(run=cmd_holds, takes_command=False)
+
+    release = sub.add_parser("release", help="end a held allocation (and the job running in it)")
+    release.add_argument("name", help="the hold's name (`hpcjax holds` lists them)")
+    add_cluster_options(release, profile_file=True)
+    release.set_defaults(run=cmd_release, takes_command=False)

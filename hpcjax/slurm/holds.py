@@ -1,0 +1,150 @@
+"""Held allocations, the login side: a hold is a SLURM job whose batch script is an agent
+(templates/hold-agent.sh.j2) that runs, one at a time, the jobs queued in its log directory
+(`--on NAME`); this module finds a hold by name, queues a job in it, reads a queued job's state
+and withdraws or stops one. Every operation is one shell on the host that reaches the cluster
+(this machine, or the login node over the one SSH connection). The follower of a job in a hold
+is hpcjax.slurm.inhold; the verbs are hpcjax.cli.holds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from hpcjax import contract
+from hpcjax.catalog import db, records
+from hpcjax.errors import UsageError
+from hpcjax.slurm.script import HOLD_SPOOL
+
+KIND = "hold"  # a hold's catalog row; the jobs run in it are kind "step"
+DIGITS = 6  # a queued job's file names: its number, zero-padded, so the agent's glob sorts them in order
+
+
+@dataclass(frozen=True)
+class Hold:
+    name: str
+    job_id: str
+    log_dir: str
+    layout: contract.Layout
+    record_key: str
+    cluster: dict | None  # the record's cluster (None: this machine's SLURM)
+
+    @property
+    def spool(self) -> str:
+        return f"{self.log_dir}/{HOLD_SPOOL.replace('%j', self.job_id)}"
+
+    def fits(self, layout: contract.Layout) -> str | None:
+        """Why a job of `layout` cannot run in this hold, or None."""
+        if layout.nodes > self.layout.nodes or layout.gpus_per_node > self.layout.gpus_per_node:
+            return (f"the job asks for {layout.nodes} node(s) x {layout.gpus_per_node} GPU(s); hold {self.name} "
+                    f"(job {self.job_id}) has {self.layout.nodes} node(s) x {self.layout.gpus_per_node} GPU(s)")
+        return None
+
+
+def holds(cluster_destination: str = "") -> list[Hold]:
+    """The holds this machine's catalog knows (on the cluster reached through `destination`, or
+    here), newest first; the finished ones too (the caller asks SLURM)."""
+    from contextlib import closing
+
+    with closing(db.connect()) as conn:
+        keys = db.keys_of_kind(conn, KIND, cluster_destination)
+    found = []
+    for key in keys:
+        record = records.load(key) or {}
+        if record.get("hold_name"):
+            found.append(Hold(record["hold_name"], str(record.get("job_id") or key.split("@")[0]),
+                              record.get("output_dir", ""), contract.Layout.from_dict(record.get("layout") or {}),
+                              key, record.get("cluster")))
+    return found
+
+
+def find(name: str, cluster_destination: str = "") -> Hold:
+    """The newest hold of that name; UsageError naming the holds there are."""
+    known = holds(cluster_destination)
+    for hold in known:
+        if hold.name == name:
+            return hold
+    names = ", ".join(sorted({h.name for h in known})) or "none"
+    raise UsageError(f"no hold named {name!r}" + (f" on {cluster_destination}" if cluster_destination else ""),
+                     f"holds known here: {names}; start one with `hpcjax hold --name {name} --nodes N --gpus-per-node G`")
+
+
+QUEUE = r'''set -e
+spool=$1; dir=$2; head=$3; tail=$4; hold=$5
+mkdir -p "$spool"
+last=$(cd "$spool" && ls | sed -n 's/^\([0-9]\{%(digits)d\}\)\.sh$/\1/p' | sort | tail -n 1)
+n=$((10#${last:-0} + 1))
+while :; do
+  f=$(printf '%%0%(digits)dd' "$n")
+  if (set -C; : > "$spool/$f.sh") 2>/dev/null; then break; fi
+  n=$((n + 1))
+done
+cat > "$spool/$f.sh"
+printf '%%s\n%%s\n' "$dir" "$head$hold.s$n$tail" > "$spool/$f.request.part"
+mv "$spool/$f.request.part" "$spool/$f.request"
+ahead=$(cd "$spool" && for r in *.running *.request; do [ -e "$r" ] || continue; b=${r%%.*}; [ "$b" = "$f" ] || [ -e "$b.rc" ] || [ -e "$b.ended" ] || echo "$hold.s$((10#$b))"; done)
+echo "$n"
+echo $ahead
+''' % {"digits": DIGITS}
+
+
+def queue(host, hold: Hold, script: str, workdir: str, log_dir: str) -> tuple[str, list[str]]:
+    """Queue a job's script in the hold: (its id, the ids of the jobs ahead of it)."""
+    head, tail = str(contract.batch_log_path(log_dir, "%j")).split("%j")
+    done = host.run(["bash", "-c", QUEUE, "bash", hold.spool, workdir, head, tail, hold.job_id], input=script)
+    lines = done.stdout.splitlines()
+    if done.returncode != 0 or not lines or not lines[0].isdigit():
+        raise UsageError(f"could not queue the job in hold {hold.name} (job {hold.job_id}): "
+                         f"{(done.stderr or done.stdout).strip()[-300:]}",
+                         f"the hold's queue is {hold.spool}: it must be writable from here and from the hold's nodes")
+    return f"{hold.job_id}.s{lines[0]}", (lines[1].split() if len(lines) > 1 else [])
+
+
+def file_stem(job_key: str) -> str:
+    return str(int(job_key.rsplit(".s", 1)[1])).zfill(DIGITS)
+
+
+STATE = r'''cd "$1" 2>/dev/null || exit 0
+for s in request running rc cancel ended withdrawn; do [ -e "$2.$s" ] && echo "$s"; done
+[ -e "$2.rc" ] && echo "rc=$(cat "$2.rc")"
+[ -e "$2.ended" ] && echo "why=$(head -n 1 "$2.ended")"
+exit 0
+'''
+
+
+def state_of(host, spool: str, job_key: str) -> dict:
+    """What the hold's queue says of a job: its files (request, running, rc, cancel, ended,
+    withdrawn), its exit code, why the hold ended while it ran."""
+    out = host.run(["bash", "-c", STATE, "bash", spool, file_stem(job_key)]).stdout
+    found: dict = {"files": set()}
+    for line in out.splitlines():
+        name, sep, value = line.partition("=")
+        if sep:
+            found[name] = value
+        else:
+            found["files"].add(line.strip())
+    return found
+
+
+CANCEL = r'''cd "$1" || exit 1
+if mv "$2.request" "$2.withdrawn" 2>/dev/null; then echo 143 > "$2.rc"; echo withdrawn
+else : > "$2.cancel"; echo stopping; fi
+'''
+
+
+def cancel(host, spool: str, job_key: str) -> str:
+    """Withdraw a queued job, or ask the agent to stop a running one: "withdrawn" or "stopping"."""
+    return host.run(["bash", "-c", CANCEL, "bash", spool, file_stem(job_key)]).stdout.strip()
+
+
+SUMMARY = r'''cd "$1" 2>/dev/null || exit 0
+for r in *.running; do [ -e "$r" ] || continue; b=${r%.running}; [ -e "$b.rc" ] || [ -e "$b.ended" ] || echo "running $((10#$b))"; done
+for r in *.request; do [ -e "$r" ] && echo queued; done
+exit 0
+'''
+
+
+def queue_summary(host, hold: Hold) -> tuple[str, int]:
+    """(the job running in the hold, or "", how many wait behind it)."""
+    lines = host.run(["bash", "-c", SUMMARY, "bash", hold.spool]).stdout.split("\n")
+    running = next((f"{hold.job_id}.s{line.split()[1]}" for line in lines if line.startswith("running ")), "")
+    return running, sum(1 for line in lines if line == "queued")

@@ -1,0 +1,128 @@
+"""One job run inside a held allocation (`--on NAME`), followed: its state is what the hold's
+queue says (queued, running, its exit code), read with the hold's own state from SLURM (a hold
+that ended while the job ran ended it: that is the job's report, not a failure of its program);
+its logs, attempts, ranks' failures and hang are read as any SLURM job's, under its own name
+(HOLD.sN). Queuing it is hpcjax.slurm.holds'."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from hpcjax import jobid
+from hpcjax.contract import FINISHED_STATES, Layout
+from hpcjax.errors import UsageError
+from hpcjax.follow.outcome import Finding, Outcome
+from hpcjax.follow.run import Run
+from hpcjax.hosts.cluster import Cluster
+from hpcjax.job import profiles
+from hpcjax.slurm import controller as slurmctl, holds
+from hpcjax.slurm.job import SlurmRun
+from hpcjax.slurm.status import JobStatus
+
+
+class InHoldRun(SlurmRun):
+    poll_s = 0.5  # the queue is a file read: a job in a hold starts within a second, say so as soon
+
+    def __init__(self, job_id: str, log_dir, num_ranks: int, cluster: Cluster | None, hold: str, spool: str) -> None:
+        self.cluster = cluster or Cluster()
+        Run.__init__(self, job_id, log_dir, num_ranks, self.cluster.host())
+        self.hold_job, self.hold_name, self.spool = jobid.base(job_id), hold, spool
+        self.slurm = slurmctl.slurm_on(self.host)
+        self.slurm.watcher.follow(self.hold_job)
+        self._status: JobStatus | None = None
+        self._queue: dict = {}
+
+    @classmethod
+    def attach(cls, job_id: str, record: dict | None, cluster: Cluster | None = None) -> "InHoldRun":
+        if not record or not record.get("hold_spool"):
+            raise UsageError(f"no record of job {job_id} here: it ran inside a held allocation, which only the "
+                             "machine that queued it knows", "ask on that machine, or follow the hold's own job "
+                             f"{jobid.base(job_id)}")
+        cluster = cluster or profiles.cluster_from_record(record.get("cluster"))
+        run = cls(job_id, record["output_dir"], Layout.from_dict(record.get("layout", {})).num_processes, cluster,
+                  record.get("hold_name", ""), record["hold_spool"])
+        run.run_dir = record.get("run_dir")
+        return run
+
+    def status(self) -> JobStatus:
+        hold = self.slurm.job_status(self.hold_job)
+        queue = self._queue = holds.state_of(self.host, self.spool, self.job_id)
+        files = queue["files"]
+        reason, code = "", queue.get("rc", "")
+        if "rc" in files:
+            state = "COMPLETED" if code == "0" else "CANCELLED" if files & {"cancel", "withdrawn"} else "FAILED"
+        elif hold.finished:  # the hold ended first: while the job ran, or before it started
+            state = hold.state if files & {"running", "ended"} else "CANCELLED"
+            reason = queue.get("why") or f"hold {self.hold_name} (job {self.hold_job}) ended {hold.state}"
+        elif "running" in files:
+            state = "RUNNING"
+        elif "request" in files:
+            state = "PENDING"
+            reason = (f"queued in hold {self.hold_name} (job {self.hold_job}, {hold.state.lower()}"
+                      + (f": {hold.reason}" if hold.state == "PENDING" and hold.reason else "") + ")")
+        else:
+            raise UsageError(f"hold {self.hold_name} (job {self.hold_job}) has no job {self.job_id} in its queue "
+                             f"{self.spool}", "the queue may have been removed; `hpcjax holds` lists the holds")
+        self._status = JobStatus(job_id=self.job_id, name=f"in hold {self.hold_name}", state=state, reason=reason,
+                                 exit_code=f"{code}:0" if code else "", nodelist=hold.nodelist,
+                                 workdir=hold.workdir)
+        return self._status
+
+    def poll(self) -> tuple[str, str]:
+        status = self.status()
+        shown = status.state + (f" ({status.reason})" if status.reason else "")
+        if status.state == "RUNNING":
+            shown += f" in hold {self.hold_name} on {status.nodelist}"
+        return status.state, shown
+
+    def ensure_can_start(self, patience_s: float = 0.0) -> None:
+        """A hold that can never start was said when it was made; a job in it waits for it."""
+
+    def cancel(self) -> None:
+        """The job only, never the hold: withdrawn from the queue, or stopped by the hold's agent."""
+        holds.cancel(self.host, self.spool, self.job_id)
+
+    def _finish(self, state: str) -> Outcome:
+        outcome = super()._finish(state)
+        if state in FINISHED_STATES and "rc" not in self._queue.get("files", set()):
+            why = self._status.reason if self._status else f"hold {self.hold_name} ended"
+            ended = Finding(f"the hold ended: {why}",
+                            f"hold {self.hold_name} is SLURM job {self.hold_job}; `hpcjax status {self.hold_job}`",
+                            "the program did not fail: its allocation went away. Start a new hold (hpcjax hold "
+                            "--time ...) and run the job again; a longer --time keeps a hold up longer")
+            return dataclasses.replace(outcome, note="", failed=(), stopped=(), causes=(ended,))
+        return outcome
+
+
+def the_hold(sub) -> holds.Hold:
+    return holds.find(sub.spec.on, sub.cluster.destination if sub.cluster.remote else "")
+
+
+def check(sub) -> None:
+    """A job for a hold: the hold is known here, up (or about to be), and holds the job's layout."""
+    hold = the_hold(sub)
+    too_big = hold.fits(sub.spec.layout)
+    if too_big:
+        raise UsageError(f"{too_big}: the job does not fit in it",
+                         f"ask for at most {hold.layout.nodes} node(s) x {hold.layout.gpus_per_node} GPU(s), or hold "
+                         f"a bigger allocation: hpcjax hold --name NAME --nodes {sub.spec.layout.nodes} "
+                         f"--gpus-per-node {sub.spec.layout.gpus_per_node}")
+    state = slurmctl.slurm_on(sub.cluster.host()).job_status(hold.job_id).state
+    if state in FINISHED_STATES:
+        raise UsageError(f"hold {hold.name} (job {hold.job_id}) has ended ({state})",
+                         f"start another: hpcjax hold --name {hold.name} --nodes {hold.layout.nodes} "
+                         f"--gpus-per-node {hold.layout.gpus_per_node} --time HH:MM:SS")
+
+
+def queue(sub) -> tuple[InHoldRun, dict]:
+    """Queue the job in its hold: its Run, and what its record keeps of the hold."""
+    from hpcjax.follow.run import say
+    from hpcjax.slurm.script import render_sbatch
+
+    hold = the_hold(sub)
+    job_id, ahead = holds.queue(sub.cluster.host(), hold, render_sbatch(sub.spec), sub.workdir, sub.log_dir)
+    run = InHoldRun(job_id, sub.log_dir, sub.spec.layout.num_processes, sub.cluster, hold.name, hold.spool)
+    waits = f"; it starts after {', '.join(ahead)}" if ahead else ""
+    say(f"queued job {job_id} in hold {hold.name} (SLURM job {hold.job_id}, {sub.spec.layout.described}){waits}; "
+        f"logs in {sub.log_dir}/")
+    return run, {"kind": "step", "hold": hold.job_id, "hold_name": hold.name, "hold_spool": hold.spool}
