@@ -62,7 +62,8 @@ class RemoteFunction:
     def map(self, arguments, *, max_parallel: int | None = None) -> list[calls.Call]:
         """One job per element of `arguments` (a tuple is spread as the positional arguments,
         anything else is the one argument): a SLURM job array, or on the local backend jobs
-        one after another, at most `max_parallel` at once. Returns the handles in order."""
+        one after another, at most `max_parallel` at once; in a hold (`on=`), one job per element,
+        queued in order. Returns the handles in order."""
         elements = [(a if isinstance(a, tuple) else (a,), {}) for a in arguments]
         if not elements:
             raise UsageError("map() was given no arguments", "pass a non-empty list: f.map([1, 2, 3])")
@@ -70,6 +71,8 @@ class RemoteFunction:
                                          or max_parallel < 1):
             raise UsageError(f"max_parallel must be an integer >= 1, got {max_parallel!r}",
                              "how many elements may run at once, e.g. max_parallel=4")
+        if self.scaling.spec.on:  # a hold runs one job at a time: each element is one, queued in order
+            return [self._launch([element], array=False)[0] for element in elements]
         return self._launch(elements, array=True, max_parallel=max_parallel)
 
     def _launch(self, elements, *, array: bool, max_parallel: int | None = None, after=None) -> list[calls.Call]:

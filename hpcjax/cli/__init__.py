@@ -52,6 +52,7 @@ VERBS = {
     "nodes": ("nodes", "add_nodes_verb"),
     "hold": ("holds", "add_hold_verbs"), "holds": ("holds", "add_hold_verbs"),
     "release": ("holds", "add_hold_verbs"),
+    "shell": ("nodeshell", "add_node_shell_verbs"), "jupyter": ("nodeshell", "add_node_shell_verbs"),
 }
 
 

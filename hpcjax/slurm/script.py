@@ -151,6 +151,7 @@ def _render(template, spec: JobSpec, hold: bool = False) -> str:
         batch_log=contract.batch_log_pattern(spec.output_dir, bool(spec.array)),
         rank_log=rank_log, rank_log_word=_log_word(rank_log, spec), preflight_log_word=_log_word(preflight_log, spec),
         hold_spool=HOLD_SPOOL.replace("%j", "${SLURM_JOB_ID}") if hold else "", job_key_env=contract.JOB_KEY_ENV,
+        compile_cache_env=contract.COMPILE_CACHE_ENV,
         warning_signal=contract.WARNING_SIGNAL,
         stop_marker=contract.STOP_MARKER.replace("%j", job_key),
         stop_marker_env=contract.STOP_MARKER_ENV,

@@ -9,6 +9,7 @@ allocation: tests/launch/test_holds_cluster.py."""
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -106,3 +107,16 @@ def test_a_job_that_does_not_fit_the_hold_is_named_with_the_holds_size():
     assert hold.fits(Layout(nodes=2, gpus_per_node=4, gpus_per_process=4)) is None
     assert hold.fits(Layout(nodes=3, gpus_per_node=1)) == (
         "the job asks for 3 node(s) x 1 GPU(s); hold dev (job 77) has 2 node(s) x 4 GPU(s)")
+
+
+@pytest.mark.skipif(shutil.which("shellcheck") is None, reason="scripts/test.sh installs shellcheck")
+@pytest.mark.parametrize("runtime", ["none", "charliecloud"])
+def test_the_holds_script_is_what_shellcheck_accepts(runtime):
+    from hpcjax.job import profiles
+
+    spec = profiles.build_spec(["hpcjax-hold"], {"nodes": 2, "gpus_per_node": 4, "runtime": runtime,
+                                                 **({"image": "/images/jax"} if runtime != "none" else {})})
+    text = render_sbatch(spec, hold=True)
+    assert "hpcjax_spool=" in text and "srun --kill-on-bad-exit" not in text  # the agent, not a launch
+    checked = subprocess.run(["shellcheck", "-s", "bash", "-"], input=text, capture_output=True, text=True)
+    assert checked.returncode == 0, checked.stdout

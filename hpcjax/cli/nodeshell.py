@@ -1,0 +1,123 @@
+"""`hpcjax shell --on NAME` and `hpcjax jupyter --on NAME`: a shell, or a Jupyter server, on a held
+allocation's first node, as a step beside whatever runs in it (`srun --overlap`), from this
+machine or from a laptop through the one SSH connection (a Jupyter's port tunnelled to the laptop).
+hpcjax never installs anything into the job's Python: with no Jupyter there, it says how to add one."""
+
+from __future__ import annotations
+
+import argparse
+import re
+import shlex
+import subprocess
+import sys
+import time
+
+from hpcjax.cli.holds import destination
+from hpcjax.cli.options import add_cluster_options, cluster_from_args, merged_options, takes_command
+from hpcjax.errors import HpcjaxError, UsageError
+
+URL = re.compile(r"https?://[^\s/]+:(\d+)/\S*")  # what Jupyter prints: http://HOST:PORT/lab?token=...
+
+
+def running_hold(args: argparse.Namespace):
+    """The hold named by --on, up: (hold, cluster, first node)."""
+    from hpcjax.nodelist import expand_hostlist
+    from hpcjax.slurm import controller, holds
+
+    cluster = cluster_from_args(args, merged_options(args) if getattr(args, "profile", None) else None)
+    hold = holds.find(args.on, destination(cluster))
+    status = controller.slurm_on(cluster.host() if cluster else None).job_status(hold.job_id)
+    if status.state != "RUNNING":
+        raise HpcjaxError(f"hold {hold.name} (job {hold.job_id}) is {status.state}, not running",
+                          "`hpcjax holds` shows the holds; start one with `hpcjax hold --name NAME ...`")
+    return hold, cluster, expand_hostlist(status.nodelist)[0]
+
+
+def step_on_first_node(hold, node: str, *words: str) -> list[str]:
+    """A step of the hold on its first node, beside the job running in it (it shares its resources)."""
+    return ["srun", f"--jobid={hold.job_id}", "--overlap", "--nodes=1", "--ntasks=1", f"--nodelist={node}",
+            "--quiet", *words]
+
+
+def run_there(cluster, argv: list[str], tty: bool = False) -> int:
+    """argv on the host that reaches the cluster, this terminal's input and output its own."""
+    if cluster is None or not cluster.remote:
+        return subprocess.run(argv).returncode
+    host = cluster.host()
+    host.connect()
+    return subprocess.run(host.ssh(*(["-t"] if tty else []), host.destination, shlex.join(argv))).returncode
+
+
+def cmd_shell(args: argparse.Namespace, command: list[str]) -> int:
+    hold, cluster, node = running_hold(args)
+    if command:
+        return run_there(cluster, step_on_first_node(hold, node, *command))
+    if not sys.stdin.isatty():
+        raise UsageError("`hpcjax shell` without a command needs a terminal",
+                         f"give the command to run there: hpcjax shell --on {args.on} -- hostname")
+    print(f"shell on {node} in hold {hold.name} (job {hold.job_id}); exit to leave (the hold stays)", file=sys.stderr)
+    return run_there(cluster, step_on_first_node(hold, node, "--pty", "bash", "-l"), tty=True)
+
+
+def cmd_jupyter(args: argparse.Namespace, command: list[str]) -> int:
+    from hpcjax.hosts import this_machine
+
+    hold, cluster, node = running_hold(args)
+    python = (cluster.python if cluster is not None and cluster.remote else "") or sys.executable
+    host = cluster.host() if cluster is not None and cluster.remote else this_machine()
+    probe = host.run(step_on_first_node(hold, node, python, "-c", "import jupyter_server"))
+    if probe.returncode != 0:
+        print(f"no Jupyter in the job's Python ({python}) on {node}: hpcjax does not install into your "
+              f"environment. Add one there with `{python} -m pip install jupyterlab` (or load the site's "
+              "module in a prologue), then run `hpcjax jupyter` again", file=sys.stderr)
+        return 1
+    server = step_on_first_node(hold, node, python, "-m", "jupyter", "lab", "--no-browser", f"--ip={node}",
+                                f"--port={args.port}")
+    started = (subprocess.Popen(server, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+               if not host.remote else subprocess.Popen(host.ssh(host.destination, shlex.join(server)),
+                                                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+    url = wait_for_url(started)
+    if url is None:
+        started.terminate()
+        raise HpcjaxError(f"Jupyter on {node} printed no address", "run it by hand: hpcjax shell --on "
+                          f"{args.on} -- {python} -m jupyter lab --no-browser")
+    try:
+        if host.remote:
+            forward = f"127.0.0.1:{args.port}:{node}:{args.port}"
+            subprocess.run(host.ssh("-O", "forward", "-L", forward, host.destination), check=True, capture_output=True)
+            url = URL.sub(lambda m: m.group(0).replace(m.group(0).split("/")[2], f"127.0.0.1:{args.port}"), url)
+        print(url, flush=True)
+        print(f"Jupyter on {node} in hold {hold.name}; Ctrl-C stops it (the hold stays)", file=sys.stderr)
+        started.wait()
+    except KeyboardInterrupt:
+        print("\nJupyter stopped; the hold keeps running", file=sys.stderr)
+    finally:
+        if started.poll() is None:
+            started.terminate()
+    return 0
+
+
+def wait_for_url(process, timeout_s: float = 120.0) -> str | None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        line = process.stdout.readline()
+        if not line:
+            return None
+        found = URL.search(line)
+        if found:
+            return found.group(0)
+    return None
+
+
+def add_node_shell_verbs(sub) -> None:
+    shell = sub.add_parser("shell", help="a shell (or one command: -- CMD) on a held allocation's first node")
+    shell.add_argument("--on", required=True, metavar="HOLD", help="the hold (`hpcjax holds` lists them)")
+    add_cluster_options(shell, profile_file=True)
+    takes_command(shell, cmd_shell)
+    shell.usage = shell.usage.replace("-- COMMAND [ARG ...]", "[-- COMMAND [ARG ...]]")  # none: an interactive shell
+
+    jupyter = sub.add_parser("jupyter", help="a Jupyter server on a held allocation's first node, tunnelled here")
+    jupyter.add_argument("--on", required=True, metavar="HOLD", help="the hold (`hpcjax holds` lists them)")
+    jupyter.add_argument("--port", type=int, default=8888, help="its port there and here (default 8888)")
+    add_cluster_options(jupyter, profile_file=True)
+    jupyter.set_defaults(run=cmd_jupyter, takes_command=False)

@@ -1,0 +1,103 @@
+"""Held allocations on the dev cluster (real sbatch, srun and squeue): one hold of 2 nodes runs jobs
+queued with --on one after another as steps of its allocation (a failing one named on its rank and
+node, a cancelled one, the next passing), the hold staying up throughout; a job too big for it is
+refused before anything is queued; the hold's time limit ends the job running in it, and the
+report says the hold ended, not that the program failed; `release` ends a hold and squeue shows
+nothing of it. The hold asks for 1 GPU of each node's 4, so the other tests' jobs run beside it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import run_hpcjax
+
+pytestmark = pytest.mark.cluster
+
+WHERE = [sys.executable, "-c", "import os; print('rank', os.environ['SLURM_PROCID'], 'on', os.environ['SLURMD_NODENAME'],"
+         " 'as', os.environ['HPCJAX_JOB_KEY'])"]
+RANK_1_FAILS = [sys.executable, "-c", "import os, sys; sys.exit(3 if os.environ['SLURM_PROCID'] == '1' else 0)"]
+
+
+def squeue(job: str) -> str:
+    return subprocess.run(["squeue", "-h", "-j", job, "-o", "%i %T"], capture_output=True, text=True).stdout.strip()
+
+
+def hold(tmp_path, name: str, time_limit: str) -> str:
+    done = run_hpcjax("hold", "--name", name, "--nodes", "2", "--gpus-per-node", "1", "--time", time_limit,
+                      cwd=tmp_path, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert f"hold {name} ready: job" in done.stderr and "node[1-2]" in done.stderr, done.stderr
+    return done.stdout.strip()
+
+
+def test_jobs_run_one_after_another_in_a_hold_that_outlives_them_until_its_time_limit(
+        tmp_path, slurm_cluster, hpcjax_home):
+    name = f"t{os.getpid()}"
+    held = hold(tmp_path, name, "00:01:00")
+    started = time.monotonic()
+
+    first = run_hpcjax("submit", "--on", name, "--nodes", "2", "--wait", "--", *WHERE, cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+    assert first.stdout.strip() == f"{held}.s1" and f"queued job {held}.s1 in hold {name}" in first.stderr
+    logs = run_hpcjax("logs", f"{held}.s1", cwd=tmp_path).stdout
+    assert f"rank 0 on node1 as {held}.s1" in logs and f"rank 1 on node2 as {held}.s1" in logs, logs
+
+    failed = run_hpcjax("submit", "--on", name, "--nodes", "2", "--wait", "--", *RANK_1_FAILS, cwd=tmp_path)
+    assert failed.returncode == 3, failed.stderr
+    assert f"job {held}.s2 ended FAILED (exit code 3)" in failed.stderr
+    assert "rank 1 on node2" in failed.stderr and "exit code 3" in failed.stderr, failed.stderr
+
+    # Cancelled while it runs: the job ends, the hold does not.
+    sleeper = run_hpcjax("submit", "--on", name, "--", "sleep", "300", cwd=tmp_path).stdout.strip()
+    assert sleeper == f"{held}.s3"
+    for _ in range(100):
+        if json.loads(run_hpcjax("status", sleeper, "--json", cwd=tmp_path).stdout)["state"] == "RUNNING":
+            break
+        time.sleep(0.2)
+    assert run_hpcjax("cancel", sleeper, cwd=tmp_path).returncode == 0
+    for _ in range(100):
+        state = json.loads(run_hpcjax("status", sleeper, "--json", cwd=tmp_path).stdout)["state"]
+        if state != "RUNNING":
+            break
+        time.sleep(0.2)
+    assert state == "CANCELLED"
+
+    after = run_hpcjax("submit", "--on", name, "--nodes", "1", "--wait", "--", *WHERE, cwd=tmp_path)
+    assert after.returncode == 0 and after.stdout.strip() == f"{held}.s4", after.stderr
+    assert squeue(held) == f"{held} RUNNING"
+    listed = json.loads(run_hpcjax("holds", "--json", cwd=tmp_path).stdout)
+    assert [(h["name"], h["job_id"], h["state"], h["nodes"]) for h in listed] == [(name, held, "RUNNING", "node[1-2]")]
+
+    too_big = run_hpcjax("submit", "--on", name, "--nodes", "3", "--", *WHERE, cwd=tmp_path)
+    assert too_big.returncode == 2 and too_big.stdout == ""
+    assert "has 2 node(s) x 1 GPU(s)" in too_big.stderr, too_big.stderr
+    assert not (tmp_path / "hpcjax-logs" / f"{held}-hold" / "000005.sh").exists()  # nothing queued
+
+    # The hold's time limit comes while a job runs: the report says the hold ended.
+    cut = run_hpcjax("submit", "--on", name, "--wait", "--", "sleep", "300", cwd=tmp_path, timeout=240)
+    assert cut.returncode != 0
+    assert f"job {held}.s5 ended TIMEOUT" in cut.stderr and "the hold ended" in cut.stderr, cut.stderr
+    assert "the program did not fail" in cut.stderr and "exit code 143" not in cut.stderr.split("\n")[1]
+    print(f"the hold lived {time.monotonic() - started:.0f} s of its 60 s limit (a figure, not asserted)")
+    assert squeue(held) == ""
+
+
+def test_release_ends_a_hold_and_a_job_queued_in_an_ended_hold_is_refused(tmp_path, slurm_cluster, hpcjax_home):
+    name = f"r{os.getpid()}"
+    held = hold(tmp_path, name, "00:05:00")
+    done = run_hpcjax("release", name, cwd=tmp_path)
+    assert done.returncode == 0 and f"released hold {name} (job {held})" in done.stderr
+    for _ in range(150):
+        if squeue(held) == "":
+            break
+        time.sleep(0.2)
+    assert squeue(held) == ""
+    late = run_hpcjax("submit", "--on", name, "--", *WHERE, cwd=tmp_path)
+    assert late.returncode == 2 and f"hold {name} (job {held}) has ended" in late.stderr, late.stderr
+    assert json.loads(run_hpcjax("holds", "--json", cwd=tmp_path).stdout) == []
