@@ -157,7 +157,7 @@ class SlurmBackend(Backend):
 
     def stacks(self, run, environment: str, node_side) -> tuple[str, str]:
         """The node side once on every node of the job, beside its steps (`srun --overlap`)."""
-        job = run.slurm.own_id(run.job_id)  # an array element's own number: srun and its ranks know that one
+        job, known_as = run.srun_ids()
         nodes = run.slurm.hostnames(run.status().nodelist)
-        done = run.host.run(commands.on_each_node(job, len(nodes), environment, node_side(job)), timeout=120)
+        done = run.host.run(commands.on_each_node(job, len(nodes), environment, node_side(known_as)), timeout=120)
         return done.stdout, done.stderr

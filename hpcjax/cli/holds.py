@@ -1,4 +1,4 @@
-"""The verbs of held allocations: `hold` (one SLURM allocation that stays up, its batch script the
+"""The verbs of held allocations (their machinery: hpcjax.slurm.holds, this module's other side): `hold` (one SLURM allocation that stays up, its batch script the
 hold's agent), `holds` (the ones this machine knows, with what runs in them), `release` (end one).
 A job runs in a hold with `--on NAME` on submit, smoke, train through submit, the Trainer and
 @remote (hpcjax.slurm.holds and hpcjax.slurm.inhold)."""

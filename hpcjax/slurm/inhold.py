@@ -10,7 +10,7 @@ import dataclasses
 
 from hpcjax import jobid
 from hpcjax.contract import FINISHED_STATES, Layout
-from hpcjax.errors import UsageError
+from hpcjax.errors import HpcjaxError, UsageError
 from hpcjax.follow.outcome import Finding, Outcome
 from hpcjax.follow.run import Run
 from hpcjax.hosts.cluster import Cluster
@@ -80,7 +80,14 @@ class InHoldRun(SlurmRun):
 
     def cancel(self) -> None:
         """The job only, never the hold: withdrawn from the queue, or stopped by the hold's agent."""
+        status = self.status()
+        if status.finished:
+            raise HpcjaxError(f"job {self.job_id} has already ended ({status.state}); nothing to cancel",
+                              f"see `hpcjax status {self.job_id}`")
         holds.cancel(self.host, self.spool, self.job_id)
+
+    def srun_ids(self) -> tuple[str, str]:
+        return self.hold_job, self.job_id  # steps join the hold; the ranks know the job by HPCJAX_JOB_KEY
 
     def _finish(self, state: str) -> Outcome:
         outcome = super()._finish(state)

@@ -96,6 +96,11 @@ class SlurmRun(Run):
     def cancel(self) -> None:
         self.slurm.cancel_job(self.job_id)
 
+    def srun_ids(self) -> tuple[str, str]:
+        """(the job `srun --jobid` joins, the id its ranks know the job by): an array element's own number."""
+        own = self.slurm.own_id(self.job_id)
+        return own, own
+
     def hosts(self) -> dict[int, str]:
         status = self._status if self._status and self._status.finished else self.status()
         return self.slurm.hosts_of_ranks(status, self.num_ranks or len(self.rank_logs()))

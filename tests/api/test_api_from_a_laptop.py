@@ -34,6 +34,17 @@ def square_or_fail(x):
     if x == 3:
         raise RuntimeError("three is not welcome")
     return x * x + jax.process_count()
+
+
+def halving_loop(config):
+    import jax
+    import hpcjax
+
+    value = config["start"]
+    for epoch in range(3):
+        value = value / 2
+        hpcjax.report({"epoch": epoch, "value": value, "ranks": jax.process_count(),
+                       "job": os.environ.get("HPCJAX_JOB_KEY", "")})
 '''
 
 
@@ -126,3 +137,33 @@ def test_seed_000_trainer_runs_unmodified_from_a_laptop_and_reads_its_reports_ba
     assert f"Training finished. Final loss: {hand[-1]:.4f}" in done.stdout
     assert "COMPLETED" in done.stderr and "G8N2p8" in done.stderr
     assert not (laptop / "work" / "hpcjax-results").exists()  # nothing of the run was written here
+
+
+def test_a_trainer_and_a_remote_map_run_in_a_hold_from_a_laptop(project, ssh_cluster, laptop):
+    """One hold on the cluster, held from the laptop; a @remote map (one job per element, queued in
+    order) and a Trainer run in it as its jobs HOLD.s1, HOLD.s2, HOLD.s3; the hold outlives them."""
+    repo, module = project
+    profiles = ssh_cluster.profiles(laptop / "profiles.toml")
+    name = f"lap{os.getpid()}"
+    where = ["--cluster", "devcluster", "--profile-file", str(profiles)]
+    done = subprocess.run([sys.executable, "-m", "hpcjax", "hold", "--name", name, "--nodes", "2", "--gpus-per-node",
+                           "1", "--time", "00:05:00", *where], capture_output=True, text=True, cwd=repo, timeout=300)
+    assert done.returncode == 0, done.stderr
+    held = done.stdout.strip()
+    try:
+        options = dict(nodes=2, gpus_per_node=1, on=name, cluster="devcluster", profile_file=str(profiles))
+        calls = hpcjax.remote(**options)(module.square_or_fail).map([1, 2])
+        assert [c.result() for c in calls] == [3, 6]
+        assert [c.job_id for c in calls] == [f"{held}.s1", f"{held}.s2"]
+        trainer = hpcjax.Trainer(module.halving_loop, train_loop_config={"start": 8.0},
+                                 scaling_config=hpcjax.ScalingConfig(**options),
+                                 run_config=hpcjax.RunConfig(name=f"inhold-{name}"))
+        result = trainer.fit()
+        assert result.metrics["value"] == 1.0 and result.metrics["ranks"] == 2
+        assert result.metrics["job"] == f"{held}.s3"
+        listed = subprocess.run([sys.executable, "-m", "hpcjax", "holds", "--json", *where], capture_output=True,
+                                text=True, cwd=repo, timeout=120)
+        assert [(h["name"], h["state"]) for h in json.loads(listed.stdout)] == [(name, "RUNNING")]
+    finally:
+        subprocess.run([sys.executable, "-m", "hpcjax", "release", name, *where], capture_output=True, cwd=repo,
+                       timeout=120)

@@ -74,6 +74,14 @@ def test_jobs_run_one_after_another_in_a_hold_that_outlives_them_until_its_time_
     listed = json.loads(run_hpcjax("holds", "--json", cwd=tmp_path).stdout)
     assert [(h["name"], h["job_id"], h["state"], h["nodes"]) for h in listed] == [(name, held, "RUNNING", "node[1-2]")]
 
+    shell = run_hpcjax("shell", "--on", name, "--", "bash", "-c", "echo $SLURMD_NODENAME $SLURM_JOB_ID; exit 7",
+                       cwd=tmp_path)
+    assert shell.returncode == 7 and shell.stdout == f"node1 {held}\n", (shell.stdout, shell.stderr)
+    if subprocess.run([sys.executable, "-c", "import jupyter_server"], capture_output=True).returncode != 0:
+        jupyter = run_hpcjax("jupyter", "--on", name, cwd=tmp_path)
+        assert jupyter.returncode == 1 and "no Jupyter in the job's Python" in jupyter.stderr, jupyter.stderr
+        assert f"{sys.executable} -m pip install jupyterlab" in jupyter.stderr
+
     too_big = run_hpcjax("submit", "--on", name, "--nodes", "3", "--", *WHERE, cwd=tmp_path)
     assert too_big.returncode == 2 and too_big.stdout == ""
     assert "has 2 node(s) x 1 GPU(s)" in too_big.stderr, too_big.stderr

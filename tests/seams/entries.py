@@ -15,7 +15,7 @@ from pathlib import Path
 from support import MODEL
 from targets import Target
 
-SUBMITTED = re.compile(r"(?:submitted job|local job) (\d+(?:_\d+)?)\b")
+SUBMITTED = re.compile(r"(?:submitted job|local job|queued job) (\d+(?:_\d+|\.s\d+)?)\b")
 DRIVER = Path(__file__).resolve().parent / "api_driver.py"
 HANG_SHORT = {"HPCJAX_HANG_FLOOR": "10", "HPCJAX_HANG_CEILING": "300"}
 
@@ -55,7 +55,7 @@ def first_id(process: subprocess.Popen, started: Started | None = None, stream: 
     """The job id a starter prints: submit's first stdout line, or the line on stderr that says so."""
     if stream == "stdout":
         line = process.stdout.readline().strip()
-        assert re.fullmatch(r"\d+(_\d+)?", line), (line, process.stderr.read() if process.poll() is not None else "")
+        assert re.fullmatch(r"\d+(_\d+|\.s\d+)?", line), (line, process.stderr.read() if process.poll() is not None else "")
         return line
     said = []
     for line in process.stderr:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import itertools
 
 ENTRIES = ("submit", "train", "smoke", "relaunch", "sweep", "chain", "trainer", "remote_submit", "remote_map")
-TARGETS = ("local", "slurm", "ssh")
+TARGETS = ("local", "slurm", "hold", "ssh")  # hold: SLURM here, inside a held allocation (--on)
 # How each cell is followed up while it runs (the observations after it ends are in every cell):
 #   watch         wait for it, as `submit --wait` or the API does
 #   follow        `hpcjax logs --follow` from its start to its end
@@ -27,7 +27,7 @@ FACTORS = {"entry": ENTRIES, "target": TARGETS, "follow_up": FOLLOW_UPS}
 # Seconds a cell takes on the 2-core dev cluster, roughly: the greedy choice prefers cheap cells.
 ENTRY_COST = {"submit": 8, "train": 40, "smoke": 15, "relaunch": 14, "sweep": 10, "chain": 12, "trainer": 20,
               "remote_submit": 18, "remote_map": 22}
-TARGET_COST = {"local": 0, "slurm": 3, "ssh": 10}
+TARGET_COST = {"local": 0, "slurm": 3, "hold": 6, "ssh": 10}
 FOLLOW_UP_COST = {"watch": 0, "follow": 2, "stacks": 6, "hang_short": 25, "hang_default": 330, "requeue": 25,
                   "cancel": 4}
 
@@ -37,8 +37,10 @@ def allowed(cell: dict) -> bool:
     entry, target, follow_up = cell["entry"], cell["target"], cell["follow_up"]
     if entry == "smoke" and follow_up not in ("watch", "follow", "cancel"):
         return False  # its program is hpcjax's own checks: nothing to hold, hang or requeue
-    if follow_up == "requeue" and target == "local":
-        return False  # the local backend does not requeue (it refuses --requeue)
+    if follow_up == "requeue" and target in ("local", "hold"):
+        return False  # the local backend does not requeue (it refuses --requeue), nor does a job in a hold
+    if target == "hold" and (entry in ("sweep", "chain") or (entry, follow_up) == ("smoke", "cancel")):
+        return False  # a hold runs one job at a time (no array, no --after), at once (nothing pending)
     if follow_up == "hang_default" and (entry not in ("submit", "trainer") or target != "slurm"):
         # 5 minutes each: the two ways a program reports progress (a plain script's progress(), a
         # Trainer's reports), where the defect was met (the watch's rule is the same on every target)

@@ -1,5 +1,6 @@
 """Where a seam cell's job runs, as a user reaches it: this machine's CPU (the local backend), the
-dev cluster's SLURM here, or the dev cluster from a laptop over the tests' own sshd. A target
+dev cluster's SLURM here, inside a held allocation there (`--on`), or the dev cluster from a laptop
+over the tests' own sshd. A target
 knows the options its verbs need, where the job's files are, and how to touch a file the job
 waits for."""
 
@@ -90,6 +91,31 @@ class Local(Target):
 
 class Slurm(Target):
     name = "slurm"
+
+
+class Held(Slurm):
+    """The dev cluster's SLURM here, the job run inside a held allocation (`hpcjax hold`, `--on`):
+    the hold is made for the cell and released after it."""
+
+    name = "hold"
+    JOB_VERBS = ("submit", "smoke")  # relaunch submits what its job's record says: --on too
+
+    def __init__(self, project: Path, home: Path) -> None:
+        super().__init__(project, home)
+        self.hold = "seam-" + "".join(c for c in project.parent.name if c.isalnum())[-16:]
+
+    def options(self, verb: str) -> list[str]:
+        return ["--on", self.hold] if verb in self.JOB_VERBS else []
+
+    def scaling(self) -> dict:
+        return {**super().scaling(), "on": self.hold}
+
+    def up(self) -> None:
+        done = self.hpcjax("hold", "--name", self.hold, *self.layout(), "--time", "00:20:00")
+        assert done.returncode == 0, done.stderr
+
+    def down(self) -> None:
+        self.hpcjax("release", self.hold)
 
 
 class Ssh(Target):

@@ -17,7 +17,7 @@ import pytest
 
 from entries import ENTRY, Started
 from matrix import CELLS, cost, name
-from targets import RANKS, Local, Slurm, Ssh
+from targets import RANKS, Held, Local, Slurm, Ssh
 
 FINAL = {"watch": "COMPLETED", "follow": "COMPLETED", "stacks": "COMPLETED", "requeue": "COMPLETED",
          "cancel": "CANCELLED", "hang_short": "FAILED", "hang_default": "FAILED"}
@@ -50,9 +50,14 @@ def target(request, tmp_path):
     home = tmp_path / "hpcjax-home"
     if cell["target"] == "local":
         return Local(tmp_path / "project", home)
-    if cell["target"] == "slurm":
+    if cell["target"] in ("slurm", "hold"):
         storage = request.getfixturevalue("shared_storage")  # the nodes see it; a multi-node API job needs that
-        return Slurm(storage / "project", home)
+        if cell["target"] == "slurm":
+            return Slurm(storage / "project", home)
+        held = Held(storage / "project", home)
+        held.up()
+        request.addfinalizer(held.down)
+        return held
     return Ssh(tmp_path / "project", home, request.getfixturevalue("ssh_cluster"))
 
 
@@ -193,7 +198,7 @@ def observe(t, started: Started, expected: str, said: str) -> dict:
                 assert re.search(rf"\[rank {rank} \S+\] probe rank {rank} of {RANKS}", logs.stdout), logs.stdout[-2000:]
     rows = json.loads(t.hpcjax("runs", "--json").stdout)
     [row] = [r for r in rows if r["job_id"] == job]
-    assert (row["state"], row["kind"]) == (expected, started.kind), row
+    assert (row["state"], row["kind"]) == (expected, "step" if t.name == "hold" else started.kind), row
     if never_ran:
         assert all(a["start"] is None for a in row["attempts"]), row["attempts"]
     shown = t.hpcjax("runs", "show", row["key"])
