@@ -148,12 +148,22 @@ class SlurmBackend(Backend):
                       f"run(s): {error.message}; shown as last seen", file=sys.stderr)
                 continue
             for row in group:
+                if jobid.is_hold_step(row["job_id"]):  # not SLURM's: its hold's queue says how it is
+                    self._refresh_in_hold(conn, row)
+                    continue
                 attempts = found.get(row["job_id"])
                 if attempts:  # else not in accounting yet (just submitted), or forgotten: as last seen
                     state = attempts[-1]["state"]
                     db.save(conn, row["key"], state=state, final=state in FINISHED_STATES,
                             exit_code=attempts[-1]["exit_code"])
                     db.save_attempts(conn, row["key"], attempts)
+
+    def _refresh_in_hold(self, conn, row: dict) -> None:
+        try:
+            status = self.attach(row["job_id"], records.load(row["key"]), None).status()
+        except HpcjaxError:
+            return  # its hold's queue is gone: as last seen
+        db.save(conn, row["key"], state=status.state, final=status.finished, exit_code=status.job_exit_code)
 
     def stacks(self, run, environment: str, node_side) -> tuple[str, str]:
         """The node side once on every node of the job, beside its steps (`srun --overlap`)."""

@@ -226,6 +226,9 @@ def cmd_relaunch(args: argparse.Namespace, command: list[str] | None) -> int:
     from hpcjax.job import profiles
 
     run = find(args.job)
+    if run.get("kind") == "hold":
+        raise UsageError(f"run {run['key']} is a held allocation, not a job to run again",
+                         f"hold another: hpcjax hold --name {run.get('name') or 'NAME'} --nodes N --gpus-per-node G")
     if not run.get("options") or not run.get("command"):
         raise UsageError(f"run {run['key']} was recorded before hpcjax kept its options and command",
                          "submit it again with `hpcjax submit`")

@@ -22,8 +22,10 @@ pytestmark = [pytest.mark.cluster, pytest.mark.serial]
 # Compute must outweigh the gradient all-reduce (as in real training): with a model this
 # size a step is mostly matrix products on the CPU, not Gloo's all-reduce.
 MODEL = ["--seq-len", "64", "--d-model", "256", "--heads", "8", "--layers", "2", "--d-ff", "1024",
-         "--batch-size", "16", "--warmup-steps", "5", "--corpus-bytes", str(1 << 20)]
-STEPS = 80  # 7 captures (steps 17-19, 27-29, ... 77-79) at --pace-every 10
+         "--warmup-steps", "5", "--corpus-bytes", str(1 << 20)]
+PER_DEVICE_BATCH = 8  # the same work per device whatever the layout: 8 devices get 4x the batch of 2
+# captures at --pace-every 10: steps 17-19, 27-29, ... (7 in 80 steps, 4 in 50)
+STEPS = {1: 80, 4: 50}
 
 
 def train(tmp_path, slow: bool, devices_per_process: int = 1):
@@ -31,8 +33,9 @@ def train(tmp_path, slow: bool, devices_per_process: int = 1):
     layout = ["--gpus-per-node", str(devices_per_process), "--gpus-per-process", str(devices_per_process)]
     proc = subprocess.Popen(
         [sys.executable, "-m", "hpcjax", "submit", "--nodes", "2", *layout, "--wait", "--",
-         sys.executable, "-m", "hpcjax", "train", "--strategy", "dp", "--steps", str(STEPS), "--pace-every", "10",
-         "--checkpoint-every", "0", "--run-dir", str(run_dir), *MODEL],
+         sys.executable, "-m", "hpcjax", "train", "--strategy", "dp", "--steps", str(STEPS[devices_per_process]),
+         "--pace-every", "10", "--checkpoint-every", "0", "--run-dir", str(run_dir), *MODEL,
+         "--batch-size", str(PER_DEVICE_BATCH * 2 * devices_per_process)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path, env=os.environ)
     job_id = proc.stdout.readline().strip()
     if slow:  # stopped 40 ms of every 80 until the job ends
@@ -48,10 +51,10 @@ def train(tmp_path, slow: bool, devices_per_process: int = 1):
 
 @pytest.mark.parametrize("devices_per_process", [1, 4])
 def test_a_rank_slowed_from_outside_is_named_and_no_other(tmp_path, slurm_cluster, hpcjax_home, devices_per_process):
-    """With 4 emulated devices per process too: each collective counts on the process's
-    device that arrived last, so the siblings' waits for each other do not hide the straggler."""
+    """With 4 emulated devices per process too (each doing the one-device run's work: the same
+    batch per device), each collective counted on the process's device that arrived last."""
     run_dir, log, paces = train(tmp_path, slow=True, devices_per_process=devices_per_process)
-    assert len(paces) == 7
+    assert len(paces) == {1: 7, 4: 4}[devices_per_process]
     assert all(p["hosts"] == ["node1", "node2"] for p in paces)
     assert {p["slow_rank"] for p in paces} <= {None, 1} and paces[-1]["slow_rank"] == 1, paces
     assert "slow: rank 1 on node2, others wait" in log, log[-3000:]
