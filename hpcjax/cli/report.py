@@ -57,8 +57,10 @@ def _fetched(args: argparse.Namespace) -> Path | None:
     from hpcjax.cli.fetch import fetch_target
     from hpcjax.cli.options import cluster_from_args
 
-    if cluster_from_args(args) is None and not args.run_dir.replace("_", "").isdigit():
-        return None
+    from hpcjax import jobid
+
+    if cluster_from_args(args) is None and not (jobid.is_element(args.run_dir) and not Path(args.run_dir).exists()):
+        return None  # a run directory here (a directory named like a job id is one too)
     args.target = args.run_dir
     landed, said = fetch_target(args, Path(args.to) if args.to else None, "none", run_dir_needed=True)
     print(f"fetched {said}", file=sys.stderr)

@@ -63,8 +63,10 @@ class InHoldRun(SlurmRun):
         else:
             raise UsageError(f"hold {self.hold_name} (job {self.hold_job}) has no job {self.job_id} in its queue "
                              f"{self.spool}", "the queue may have been removed; `hpcjax holds` lists the holds")
+        # A cancelled job's code is SLURM's for one: 0 and the signal (its ranks' 143 or 137 is the cancel's doing).
+        exit_code = "0:15" if state == "CANCELLED" else f"{code}:0" if code else ""
         self._status = JobStatus(job_id=self.job_id, name=f"in hold {self.hold_name}", state=state, reason=reason,
-                                 exit_code=f"{code}:0" if code else "", nodelist=hold.nodelist,
+                                 exit_code=exit_code, nodelist=hold.nodelist,
                                  workdir=hold.workdir)
         return self._status
 
