@@ -1,5 +1,6 @@
-"""The verbs of held allocations (their machinery: hpcjax.slurm.holds, this module's other side): `hold` (one SLURM allocation that stays up, its batch script the
-hold's agent), `holds` (the ones this machine knows, with what runs in them), `release` (end one).
+"""The verbs of held allocations (their machinery: hpcjax.slurm.holds, this module's other side):
+`hold` (one SLURM allocation that stays up, its batch script the hold's agent), `holds` (the ones
+this machine knows, with what runs in them), `release` (end one).
 A job runs in a hold with `--on NAME` on submit, smoke, train through submit, the Trainer and
 @remote (hpcjax.slurm.holds and hpcjax.slurm.inhold)."""
 
@@ -34,6 +35,10 @@ def cmd_hold(args: argparse.Namespace, command: list[str]) -> int:
     if command:
         raise UsageError("`hpcjax hold` holds an allocation and takes no command",
                          f"run one in it afterwards: hpcjax submit --on {args.name} -- COMMAND")
+    from hpcjax.job.spec import HOLD_NAME
+
+    if not HOLD_NAME.fullmatch(args.name):
+        raise UsageError(f"invalid hold name {args.name!r}", "letters, digits, _ . - (at most 64), e.g. --name dev")
     values = merged_options(args)
     spec = spec_from_args(args, ["hpcjax-hold"], values)
     for key, hint in NOT_FOR_A_HOLD:

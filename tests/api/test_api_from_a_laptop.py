@@ -141,7 +141,8 @@ def test_seed_000_trainer_runs_unmodified_from_a_laptop_and_reads_its_reports_ba
 
 def test_a_trainer_and_a_remote_map_run_in_a_hold_from_a_laptop(project, ssh_cluster, laptop):
     """One hold on the cluster, held from the laptop; a @remote map (one job per element, queued in
-    order) and a Trainer run in it as its jobs HOLD.s1, HOLD.s2, HOLD.s3; the hold outlives them."""
+    order) and a Trainer run in it as its jobs HOLD.s1, HOLD.s2, HOLD.s3; the hold outlives them;
+    `shell` runs a command on its first node through the same connection."""
     repo, module = project
     profiles = ssh_cluster.profiles(laptop / "profiles.toml")
     name = f"lap{os.getpid()}"
@@ -164,6 +165,10 @@ def test_a_trainer_and_a_remote_map_run_in_a_hold_from_a_laptop(project, ssh_clu
         listed = subprocess.run([sys.executable, "-m", "hpcjax", "holds", "--json", *where], capture_output=True,
                                 text=True, cwd=repo, timeout=120)
         assert [(h["name"], h["state"]) for h in json.loads(listed.stdout)] == [(name, "RUNNING")]
+        shell = subprocess.run([sys.executable, "-m", "hpcjax", "shell", "--on", name, *where, "--", "bash", "-c",
+                                "echo $SLURMD_NODENAME $SLURM_JOB_ID; exit 5"], capture_output=True, text=True,
+                               cwd=repo, timeout=120)
+        assert shell.returncode == 5 and shell.stdout == f"node1 {held}\n", (shell.stdout, shell.stderr)
     finally:
         subprocess.run([sys.executable, "-m", "hpcjax", "release", name, *where], capture_output=True, cwd=repo,
                        timeout=120)

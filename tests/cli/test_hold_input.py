@@ -62,3 +62,8 @@ def test_a_hold_takes_no_requeue_and_no_preflight(tmp_path, hpcjax_home):
     for flag in ("--requeue=1", "--preflight"):
         code, out, err = cli(tmp_path, "hold", "--name", "dev", flag)
         assert code == 2 and out == "" and "cannot be used with `hpcjax hold`" in err, err
+
+
+def test_a_holds_name_is_one_that_on_can_name(tmp_path, hpcjax_home):
+    code, out, err = cli(tmp_path, "hold", "--name", "my hold")
+    assert code == 2 and out == "" and "invalid hold name 'my hold'" in err, err

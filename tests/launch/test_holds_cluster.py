@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -16,6 +17,7 @@ import time
 import pytest
 
 from conftest import run_hpcjax
+from support import MODEL
 
 pytestmark = pytest.mark.cluster
 
@@ -96,9 +98,21 @@ def test_jobs_run_one_after_another_in_a_hold_that_outlives_them_until_its_time_
     assert squeue(held) == ""
 
 
-def test_release_ends_a_hold_and_a_job_queued_in_an_ended_hold_is_refused(tmp_path, slurm_cluster, hpcjax_home):
+def test_a_rerun_in_a_hold_is_warm_and_release_ends_the_hold(tmp_path, slurm_cluster, hpcjax_home):
+    """The hold's jobs share one compilation cache: the same training run again (another run
+    directory, as after an edit that left the program as it was) compiles nothing. Then `release`."""
     name = f"r{os.getpid()}"
     held = hold(tmp_path, name, "00:05:00")
+    said = []
+    for run in ("first", "again"):
+        done = run_hpcjax("submit", "--on", name, "--nodes", "2", "--wait", "--", sys.executable, "-m", "hpcjax",
+                          "train", "--steps", "2", "--checkpoint-every", "0", "--run-dir", f"runs/{run}", *MODEL,
+                          cwd=tmp_path)
+        assert done.returncode == 0, done.stderr
+        said.append(run_hpcjax("logs", done.stdout.strip(), "--rank", "0", cwd=tmp_path).stdout)
+    first, again = (re.search(r"time to first step: .*", log).group(0) for log in said)
+    assert "cold: " in first and "compile" in first.split("cold: ")[1].split(")")[0], first
+    assert "compile" in again.split("warm: ")[1].split(";")[0].split(")")[0], again
     done = run_hpcjax("release", name, cwd=tmp_path)
     assert done.returncode == 0 and f"released hold {name} (job {held})" in done.stderr
     for _ in range(150):
