@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 
 from hpcjax import jobid
-from hpcjax.contract import FINISHED_STATES, Layout
+from hpcjax.contract import FINISHED_STATES, WARNING_SIGNAL, Layout
 from hpcjax.errors import HpcjaxError, UsageError
 from hpcjax.follow.outcome import Finding, Outcome
 from hpcjax.follow.run import Run
@@ -19,6 +19,7 @@ from hpcjax.slurm import controller as slurmctl, holds
 from hpcjax.slurm.job import SlurmRun
 from hpcjax.slurm.status import JobStatus
 
+WARNED = "warning signal not handled"  # follow.triage's name for a rank killed by the warning
 
 class InHoldRun(SlurmRun):
     poll_s = 0.5  # the queue is a file read: a job in a hold starts within a second, say so as soon
@@ -92,14 +93,21 @@ class InHoldRun(SlurmRun):
         return self.hold_job, self.job_id  # steps join the hold; the ranks know the job by HPCJAX_JOB_KEY
 
     def _finish(self, state: str) -> Outcome:
+        """A job the hold's end cut short is reported as that: ended with the hold, or killed by the
+        warning SLURM sends every job of the hold before its time limit (USR2, when uncaught)."""
         outcome = super()._finish(state)
+        where = f"hold {self.hold_name} is SLURM job {self.hold_job}; `hpcjax status {self.hold_job}`"
+        again = ("the program did not fail on its own: its hold's time ran out. Hold longer (hpcjax hold --time ...) "
+                 "and run the job again")
         if state in FINISHED_STATES and "rc" not in self._queue.get("files", set()):
             why = self._status.reason if self._status else f"hold {self.hold_name} ended"
-            ended = Finding(f"the hold ended: {why}",
-                            f"hold {self.hold_name} is SLURM job {self.hold_job}; `hpcjax status {self.hold_job}`",
-                            "the program did not fail: its allocation went away. Start a new hold (hpcjax hold "
-                            "--time ...) and run the job again; a longer --time keeps a hold up longer")
+            ended = Finding(f"the hold ended: {why}", where, again)
             return dataclasses.replace(outcome, note="", failed=(), stopped=(), causes=(ended,))
+        if outcome.cause and outcome.cause.cause == WARNED:
+            warned = Finding(f"the hold is ending: SLURM's warning before its time limit ({WARNING_SIGNAL}) reached "
+                             "this job, which does not catch it", f"{outcome.cause.evidence}; {where}",
+                             again + f"; or catch {WARNING_SIGNAL} to save first (hpcjax train does)")
+            return dataclasses.replace(outcome, causes=(warned,) + outcome.causes[1:])
         return outcome
 
 

@@ -120,3 +120,29 @@ def test_the_holds_script_is_what_shellcheck_accepts(runtime):
     assert "hpcjax_spool=" in text and "srun --kill-on-bad-exit" not in text  # the agent, not a launch
     checked = subprocess.run(["shellcheck", "-s", "bash", "-"], input=text, capture_output=True, text=True)
     assert checked.returncode == 0, checked.stdout
+
+
+def test_a_job_killed_by_the_holds_warning_is_reported_as_the_hold_ending(monkeypatch):
+    """The warning SLURM sends every job of a hold before its time limit (USR2) kills a program that
+    does not catch it: the report names the hold's end, not the program (the rest of the report as
+    the failure analysis made it). The same on the dev cluster when the hold's limit itself ends a
+    job: tests/launch/test_holds_cluster.py."""
+    from hpcjax.follow.outcome import Finding, Outcome
+    from hpcjax.slurm import inhold
+    from hpcjax.slurm.job import SlurmRun
+
+    analysed = Outcome("77.s3", "FAILED", 140, causes=(
+        Finding(inhold.WARNED, "srun: task 0: User defined signal 2", "catch SIGUSR2"),
+        Finding("a rank failed", "rank 1", "")))
+    monkeypatch.setattr(SlurmRun, "_finish", lambda self, state: analysed)
+    run = object.__new__(inhold.InHoldRun)
+    run.hold_name, run.hold_job, run._queue, run._status = "dev", "77", {"files": {"running", "rc"}}, None
+    outcome = run._finish("FAILED")
+    assert outcome.cause.cause.startswith("the hold is ending: SLURM's warning before its time limit (USR2)")
+    assert "the program did not fail on its own" in outcome.cause.hint and "hpcjax status 77" in outcome.cause.evidence
+    assert outcome.causes[1:] == analysed.causes[1:] and outcome.exit_code == 140
+    run._queue = {"files": {"running"}}  # no exit code: the hold ended while it ran
+    run._status = type("S", (), {"reason": "SLURM ended the hold (its time limit, a release, or the node)"})()
+    ended = run._finish("TIMEOUT")
+    assert ended.cause.cause == "the hold ended: SLURM ended the hold (its time limit, a release, or the node)"
+    assert ended.failed == () and len(ended.causes) == 1
