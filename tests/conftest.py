@@ -42,13 +42,13 @@ TIERS = ("pure", "jax", "cluster", "container")
 # one test at a time (so at most three share the dev cluster). Balanced by the seconds each file took in a parallel run (in brackets).
 CLUSTER_GROUPS = {
     "cluster-a": ("test_failures_cluster", "test_api_cluster", "test_triage_cluster",  # 368, 143, 101
-                  "test_plain_jax_cluster", "test_runtime_cluster", "test_run_cluster"),  # 71, 61, 16
+                  "test_plain_jax_cluster", "test_runtime_cluster", "test_run_cluster",  # 71, 61, 16
+                  "test_holds_cluster"),  # 90
     "cluster-b": ("test_train_cluster", "test_containers_cluster", "test_train_scale_cluster",  # 205, 178, 121
                   "test_submit_cluster", "test_pipeline_cluster", "test_scalars_cluster",  # 98, 96, 41
                   "test_preflight_cluster"),
     "cluster-c": ("test_remote_cluster", "test_api_from_a_laptop",  # 270, 60: mostly waiting on ssh and the queue
-                  "test_stacks_cluster", "test_hang_cluster", "test_catalog_cluster", "test_sweeps_cluster",
-                  "test_holds_cluster"),
+                  "test_stacks_cluster", "test_hang_cluster", "test_catalog_cluster", "test_sweeps_cluster"),
 }
 # The session compiles with XLA's cheaper CPU backend (LLVM at optimization level 0, without
 # its expensive passes), here and in every process it starts (jobs inherit the environment):
