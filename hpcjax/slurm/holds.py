@@ -71,6 +71,7 @@ def find(name: str, cluster_destination: str = "") -> Hold:
 QUEUE = r'''set -e
 spool=$1; dir=$2; head=$3; tail=$4; hold=$5
 mkdir -p "$spool" "$(dirname "$head$hold")"  # the job's log directory: sbatch's would be made before it
+chmod 700 "$spool"  # the hold's agent runs what is queued here: this user's alone
 last=$(cd "$spool" && ls | sed -n 's/^\([0-9]\{%(digits)d\}\)\.sh$/\1/p' | sort | tail -n 1)
 n=$((10#${last:-0} + 1))
 while :; do

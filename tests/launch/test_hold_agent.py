@@ -146,3 +146,21 @@ def test_a_job_killed_by_the_holds_warning_is_reported_as_the_hold_ending(monkey
     ended = run._finish("TIMEOUT")
     assert ended.cause.cause == "the hold ended: SLURM ended the hold (its time limit, a release, or the node)"
     assert ended.failed == () and len(ended.causes) == 1
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="planting another user's file takes root (CI runs as root)")
+def test_a_job_queued_by_someone_else_is_not_run(agent, tmp_path):
+    """The agent runs what it finds in its queue as the hold's user: the queue is that user's
+    alone (mode 700), and files another user owns there are never run."""
+    _, hold = agent
+    assert Path(hold.spool).stat().st_mode & 0o777 == 0o700
+    planted = Path(hold.spool) / "000009.sh"
+    planted.write_text("#!/bin/bash\ntouch ran-by-the-hold\n")
+    (Path(hold.spool) / "000009.request.part").write_text(f"{tmp_path}\n{tmp_path}/planted.log\n")
+    for path in (planted, Path(hold.spool) / "000009.request.part"):
+        os.chown(path, 65534, 65534)  # nobody's
+    os.rename(Path(hold.spool) / "000009.request.part", Path(hold.spool) / "000009.request")
+    state = wait_for(lambda: (s := holds.state_of(this_machine(), hold.spool, "77.s9")).get("rc") and s)
+    assert state["rc"] == "126" and not (tmp_path / "ran-by-the-hold").exists()
+    mine, _ = queue(hold, tmp_path, "echo mine", "a")  # the hold goes on with its user's jobs
+    wait_for(lambda: holds.state_of(this_machine(), hold.spool, mine).get("rc") == "0")
