@@ -37,8 +37,9 @@ DEFAULT_RUN_DIR = "hpcjax-run"  # checkpoints and metrics of `hpcjax train`
 BATCH_LOG = "%j-batch.log"
 RANK_LOG = "%j-rank%t.log"
 # An element of a job array is named <array job>_<index> (%A_%a), as squeue, sacct and
-# scancel name it; its own %j is a number no caller knows. A job in a hold: JOB_KEY_ENV (1234.s2).
-ARRAY_JOB_KEY, JOB_KEY_ENV = "%A_%a", "HPCJAX_JOB_KEY"
+# scancel name it; its own %j is a number no caller knows. A job in a hold: JOB_KEY_ENV (1234.s2);
+# the hold's queue of jobs: a directory beside the hold's logs (templates/hold-agent.sh.j2).
+ARRAY_JOB_KEY, JOB_KEY_ENV, HOLD_QUEUE = "%A_%a", "HPCJAX_JOB_KEY", "%j-hold"
 
 # The signal SLURM sends before preemption or the time limit (`#SBATCH --signal`). Not USR1: NCCL uses it.
 WARNING_SIGNAL = "USR2"

@@ -12,7 +12,7 @@ from pathlib import Path, PurePosixPath
 from hpcjax.cli import kinds
 from hpcjax.cli.options import add_cluster_options, cluster_from_args
 from hpcjax.errors import HpcjaxError, UsageError
-from hpcjax import jobid
+from hpcjax import contract, jobid
 
 CHECKPOINTS = ("latest", "all", "none")
 
@@ -51,7 +51,11 @@ def fetch_target(args: argparse.Namespace, target: Path | None, checkpoints: str
                              "(hpcjax train --run-dir DIR, or a Trainer's storage_path/name)")
         where = target or Path(f"hpcjax-job-{run.job_id}")
         names = [p.name for p in run.rank_logs().values()]
-        names += [n for n in run.files.list_names(str(run.log_dir)) if run.job_id in n and n not in names]
+        # The job's own files are named "<job>-..." (hpcjax.contract); not another job whose id starts
+        # the same, nor submitit's copy of the script, nor a hold's queue (a directory).
+        queue = contract.HOLD_QUEUE.replace("%j", run.job_id)
+        names += [n for n in run.files.list_names(str(run.log_dir))
+                  if n.startswith(f"{run.job_id}-") and n != queue and n not in names]
         if not names and not getattr(run, "run_dir", None):
             raise HpcjaxError(f"job {run.job_id} has nothing to fetch: no logs in {run.log_dir} and no run directory",
                               f"it may never have started: `hpcjax status {run.job_id}` says how it ended")

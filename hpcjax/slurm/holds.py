@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from hpcjax import contract
 from hpcjax.catalog import db, records
 from hpcjax.errors import UsageError
-from hpcjax.slurm.script import HOLD_SPOOL
 
 KIND = "hold"  # a hold's catalog row; the jobs run in it are kind "step"
 DIGITS = 6  # a queued job's file names: its number, zero-padded, so the agent's glob sorts them in order
@@ -30,7 +29,7 @@ class Hold:
 
     @property
     def spool(self) -> str:
-        return f"{self.log_dir}/{HOLD_SPOOL.replace('%j', self.job_id)}"
+        return f"{self.log_dir}/{contract.HOLD_QUEUE.replace('%j', self.job_id)}"
 
     def fits(self, layout: contract.Layout) -> str | None:
         """Why a job of `layout` cannot run in this hold, or None."""

@@ -17,7 +17,6 @@ from hpcjax.containers import binds
 from hpcjax.job.spec import JobSpec
 
 TEMPLATE = "sbatch.sh.j2"
-HOLD_SPOOL = "%j-hold"  # a held allocation's queue of jobs, in its log directory (templates/hold-agent.sh.j2)
 
 
 def template_dir() -> Path:
@@ -150,7 +149,7 @@ def _render(template, spec: JobSpec, hold: bool = False) -> str:
         layout_env=spec.layout.env(),
         batch_log=contract.batch_log_pattern(spec.output_dir, bool(spec.array)),
         rank_log=rank_log, rank_log_word=_log_word(rank_log, spec), preflight_log_word=_log_word(preflight_log, spec),
-        hold_spool=HOLD_SPOOL.replace("%j", "${SLURM_JOB_ID}") if hold else "", job_key_env=contract.JOB_KEY_ENV,
+        hold_spool=contract.HOLD_QUEUE.replace("%j", "${SLURM_JOB_ID}") if hold else "", job_key_env=contract.JOB_KEY_ENV,
         compile_cache_env=contract.COMPILE_CACHE_ENV,
         warning_signal=contract.WARNING_SIGNAL,
         stop_marker=contract.STOP_MARKER.replace("%j", job_key),

@@ -32,9 +32,11 @@ def squeue(job: str) -> str:
     return subprocess.run(["squeue", "-h", "-j", job, "-o", "%i %T"], capture_output=True, text=True).stdout.strip()
 
 
-def hold(tmp_path, name: str, time_limit: str) -> str:
-    done = run_hpcjax("hold", "--name", name, "--nodes", "2", "--gpus-per-node", "1", "--time", time_limit,
-                      cwd=tmp_path, timeout=300)
+def hold(tmp_path, name: str, time_limit: str | None) -> str:
+    """A hold of 2 nodes x 1 GPU; `name` "hold" and no time: the defaults (hold, 1 hour)."""
+    named = [] if name == "hold" else ["--name", name]
+    timed = [] if time_limit is None else ["--time", time_limit]
+    done = run_hpcjax("hold", *named, "--nodes", "2", "--gpus-per-node", "1", *timed, cwd=tmp_path, timeout=300)
     assert done.returncode == 0, done.stderr
     assert f"hold {name} ready: job" in done.stderr and "node[1-2]" in done.stderr, done.stderr
     return done.stdout.strip()
@@ -108,9 +110,12 @@ def test_jobs_run_one_after_another_in_a_hold_that_outlives_them_until_its_time_
 
 def test_a_rerun_in_a_hold_is_warm_and_release_ends_the_hold(tmp_path, slurm_cluster, hpcjax_home):
     """The hold's jobs share one compilation cache: the same training run again (another run
-    directory, as after an edit that left the program as it was) compiles nothing. Then `release`."""
-    name = f"r{os.getpid()}"
-    held = hold(tmp_path, name, "00:05:00")
+    directory, as after an edit that left the program as it was) compiles nothing. Then `release`.
+    The hold's default knobs: its name (hold) and time (1 hour)."""
+    name = "hold"
+    held = hold(tmp_path, name, None)
+    [listed] = json.loads(run_hpcjax("holds", "--json", cwd=tmp_path).stdout)
+    assert listed["name"] == "hold" and listed["time_left"][:5] in ("00:59", "01:00"), listed
     said = []
     for run in ("first", "again"):
         done = run_hpcjax("submit", "--on", name, "--nodes", "2", "--wait", "--", sys.executable, "-m", "hpcjax",
