@@ -166,6 +166,21 @@ start_slurmd() {
   done
 }
 
+# A test that slows a node puts its slurmd in a CPU cgroup with a quota and undoes it when it ends
+# (tests/launch/test_preflight_cluster.py); a run killed in between leaves the node slow for every
+# later job. Bring such a node back before anything runs.
+release_slowed_nodes() {
+  local group task
+  for group in /sys/fs/cgroup/cpu/hpcjax-test-slow-* /sys/fs/cgroup/hpcjax-test-slow-*; do
+    [[ -d $group ]] || continue
+    for task in $(cat "$group/cgroup.procs" 2>/dev/null); do
+      echo "$task" >"$(dirname "$group")/cgroup.procs" 2>/dev/null || true
+    done
+    rmdir "$group" 2>/dev/null && log "released $(basename "$group"), left by an interrupted test run"
+  done
+  return 0
+}
+
 wait_until_idle() {
   local deadline=$((SECONDS + 60)) states
   while ((SECONDS < deadline)); do
@@ -191,6 +206,7 @@ start_mariadb
 start_slurmdbd
 start_slurmctld
 start_slurmd
+release_slowed_nodes
 wait_until_idle
 log "cluster '$CLUSTER' is up: $NODES nodes x $GPUS GPUs x $CPUS CPUs (SLURM_CONF=$SLURM_CONF)"
 sinfo -N -o '%N %P %t %c %G' >&2
