@@ -32,11 +32,12 @@ def squeue(job: str) -> str:
     return subprocess.run(["squeue", "-h", "-j", job, "-o", "%i %T"], capture_output=True, text=True).stdout.strip()
 
 
-def hold(tmp_path, name: str, time_limit: str | None) -> str:
+def hold(tmp_path, name: str, time_limit: str | None, env: dict | None = None) -> str:
     """A hold of 2 nodes x 1 GPU; `name` "hold" and no time: the defaults (hold, 1 hour)."""
     named = [] if name == "hold" else ["--name", name]
     timed = [] if time_limit is None else ["--time", time_limit]
-    done = run_hpcjax("hold", *named, "--nodes", "2", "--gpus-per-node", "1", *timed, cwd=tmp_path, timeout=300)
+    done = run_hpcjax("hold", *named, "--nodes", "2", "--gpus-per-node", "1", *timed, cwd=tmp_path, timeout=300,
+                      env=env)
     assert done.returncode == 0, done.stderr
     assert f"hold {name} ready: job" in done.stderr and "node[1-2]" in done.stderr, done.stderr
     return done.stdout.strip()
@@ -111,22 +112,26 @@ def test_jobs_run_one_after_another_in_a_hold_that_outlives_them_until_its_time_
 def test_a_rerun_in_a_hold_is_warm_and_release_ends_the_hold(tmp_path, slurm_cluster, hpcjax_home):
     """The hold's jobs share one compilation cache: the same training run again (another run
     directory, as after an edit that left the program as it was) compiles nothing. Then `release`.
-    The hold's default knobs: its name (hold) and time (1 hour)."""
+    The hold's default knobs: its name (hold), its time (1 hour) and its cache (the test session's
+    shared one is taken out of its environment, as a user's shell would not have it)."""
     name = "hold"
-    held = hold(tmp_path, name, None)
-    [listed] = json.loads(run_hpcjax("holds", "--json", cwd=tmp_path).stdout)
-    assert listed["name"] == "hold" and listed["time_left"][:5] in ("00:59", "01:00"), listed
-    said = []
-    for run in ("first", "again"):
-        done = run_hpcjax("submit", "--on", name, "--nodes", "2", "--wait", "--", sys.executable, "-m", "hpcjax",
-                          "train", "--steps", "2", "--checkpoint-every", "0", "--run-dir", f"runs/{run}", *MODEL,
-                          cwd=tmp_path)
-        assert done.returncode == 0, done.stderr
-        said.append(run_hpcjax("logs", done.stdout.strip(), "--rank", "0", cwd=tmp_path).stdout)
-    first, again = (re.search(r"time to first step: .*", log).group(0) for log in said)
-    assert "cold: " in first and "compile" in first.split("cold: ")[1].split(")")[0], first
-    assert "compile" in again.split("warm: ")[1].split(";")[0].split(")")[0], again
-    done = run_hpcjax("release", name, cwd=tmp_path)
+    held = hold(tmp_path, name, None, env={"HPCJAX_COMPILE_CACHE": ""})
+    try:
+        [listed] = json.loads(run_hpcjax("holds", "--json", cwd=tmp_path).stdout)
+        assert listed["name"] == "hold" and listed["time_left"][:5] in ("00:59", "01:00"), listed
+        said = []
+        for run in ("first", "again"):
+            done = run_hpcjax("submit", "--on", name, "--nodes", "2", "--wait", "--", sys.executable, "-m", "hpcjax",
+                              "train", "--steps", "2", "--checkpoint-every", "0", "--run-dir", f"runs/{run}", *MODEL,
+                              cwd=tmp_path)
+            assert done.returncode == 0, done.stderr
+            said.append(run_hpcjax("logs", done.stdout.strip(), "--rank", "0", cwd=tmp_path).stdout)
+        first, again = (re.search(r"time to first step: .*", log).group(0) for log in said)
+        assert "cold: " in first and "compile" in first.split("cold: ")[1].split(")")[0], first
+        assert "compile" in again.split("warm: ")[1].split(";")[0].split(")")[0], again
+        assert f"{held}-hold/compile-cache" in again, again
+    finally:
+        done = run_hpcjax("release", name, cwd=tmp_path)  # never a hold of an hour left behind
     assert done.returncode == 0 and f"released hold {name} (job {held})" in done.stderr
     for _ in range(150):
         if squeue(held) == "":
