@@ -21,10 +21,6 @@ NOT_FOR_A_HOLD = (("on", "a hold cannot run inside another"), ("requeue", "a hol
                   ("spares", "hold the nodes you want: --nodes N"))
 
 
-def destination(cluster) -> str:
-    return cluster.destination if cluster is not None and cluster.remote else ""
-
-
 def cmd_hold(args: argparse.Namespace, command: list[str]) -> int:
     import dataclasses
 
@@ -46,7 +42,7 @@ def cmd_hold(args: argparse.Namespace, command: list[str]) -> int:
             raise UsageError(f"--{key} cannot be used with `hpcjax hold`", hint)
     spec = dataclasses.replace(spec, job_name=args.name)
     cluster = cluster_from_args(args, values)
-    if any(h.name == args.name and not _ended(h, cluster) for h in holds.holds(destination(cluster))):
+    if any(h.name == args.name and not holds.ended(h, cluster) for h in holds.holds(cluster)):
         raise UsageError(f"a hold named {args.name!r} is up already", f"use it (--on {args.name}), release it "
                          f"(hpcjax release {args.name}), or give another --name")
     sub = submission_of(args, spec, values, cluster, ship_code=False, hold=True,
@@ -57,21 +53,11 @@ def cmd_hold(args: argparse.Namespace, command: list[str]) -> int:
     return wait_ready(run, args.name, sub)
 
 
-def _ended(hold, cluster) -> bool:
-    from hpcjax.contract import FINISHED_STATES
-    from hpcjax.slurm import controller
-
-    try:
-        return controller.slurm_on(cluster.host() if cluster else None).job_status(hold.job_id).state in FINISHED_STATES
-    except Exception:  # SLURM has forgotten it: long over
-        return True
-
-
 def wait_ready(run, name: str, sub) -> int:
     """Follow the hold until its agent is up, a line on stderr for each change; Ctrl-C leaves it queued."""
     from hpcjax.slurm import holds
 
-    hold = holds.find(name, destination(sub.cluster))
+    hold = holds.find(name, sub.cluster)
     last = None
     try:
         while True:
@@ -103,17 +89,15 @@ def listing(cluster) -> list[dict]:
     from hpcjax.slurm import controller, holds
     from hpcjax.catalog import records
 
-    host = cluster.host() if cluster else None
-    slurm = controller.slurm_on(host)
-    found = holds.holds(destination(cluster))
+    slurm = controller.slurm_on(cluster.host() if cluster else None)
+    found = holds.holds(cluster)
     for hold in found:
-        slurm.watcher.follow(hold.job_id)
+        slurm.watcher.follow(hold.job_id)  # one squeue and one sacct for them all
     rows = []
     for hold in found:
-        try:
-            status = slurm.job_status(hold.job_id)
-        except Exception as error:  # forgotten by SLURM: it ended long ago
-            rows.append({"name": hold.name, "job_id": hold.job_id, "state": "GONE", "note": str(error)})
+        status = holds.status(hold, cluster)
+        if status is None:  # forgotten by SLURM: it ended long ago
+            rows.append({"name": hold.name, "job_id": hold.job_id, "state": "GONE", "note": "SLURM no longer knows its job"})
             continue
         limit = parse_walltime((records.load(hold.record_key) or {}).get("options", {}).get("time") or "0")
         row = {"name": hold.name, "job_id": hold.job_id, "state": status.state, "nodes": status.nodelist,
@@ -154,8 +138,8 @@ def cmd_release(args: argparse.Namespace, command: list[str]) -> int:
     from hpcjax.slurm import commands, controller, holds
 
     cluster = cluster_from_args(args)
-    hold = holds.find(args.name, destination(cluster))
-    if _ended(hold, cluster):
+    hold = holds.find(args.name, cluster)
+    if holds.ended(hold, cluster):
         print(f"hold {args.name} (job {hold.job_id}) had ended already", file=sys.stderr)
         return 0
     controller.slurm_on(cluster.host() if cluster else None).run(commands.cancel(hold.job_id))

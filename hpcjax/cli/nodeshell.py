@@ -12,7 +12,6 @@ import subprocess
 import sys
 import time
 
-from hpcjax.cli.holds import destination
 from hpcjax.cli.options import add_cluster_options, cluster_from_args, merged_options, takes_command
 from hpcjax.errors import HpcjaxError, UsageError
 
@@ -22,13 +21,14 @@ URL = re.compile(r"https?://[^\s/]+:(\d+)/\S*")  # what Jupyter prints: http://H
 def running_hold(args: argparse.Namespace):
     """The hold named by --on, up: (hold, cluster, first node)."""
     from hpcjax.nodelist import expand_hostlist
-    from hpcjax.slurm import controller, holds
+    from hpcjax.slurm import holds
 
     cluster = cluster_from_args(args, merged_options(args) if getattr(args, "profile", None) else None)
-    hold = holds.find(args.on, destination(cluster))
-    status = controller.slurm_on(cluster.host() if cluster else None).job_status(hold.job_id)
-    if status.state != "RUNNING":
-        raise HpcjaxError(f"hold {hold.name} (job {hold.job_id}) is {status.state}, not running",
+    hold = holds.find(args.on, cluster)
+    status = holds.status(hold, cluster)
+    if status is None or status.state != "RUNNING":
+        raise HpcjaxError(f"hold {hold.name} (job {hold.job_id}) is {status.state if status else 'long over'}, "
+                          "not running",
                           "`hpcjax holds` shows the holds; start one with `hpcjax hold --name NAME ...`")
     return hold, cluster, expand_hostlist(status.nodelist)[0]
 

@@ -39,13 +39,18 @@ class Hold:
         return None
 
 
-def holds(cluster_destination: str = "") -> list[Hold]:
-    """The holds this machine's catalog knows (on the cluster reached through `destination`, or
-    here), newest first; the finished ones too (the caller asks SLURM)."""
+def destination(cluster) -> str:
+    """The catalog's name of where a hold is: a cluster reached over SSH, or "" for this machine's."""
+    return cluster.destination if cluster is not None and cluster.remote else ""
+
+
+def holds(cluster=None) -> list[Hold]:
+    """The holds this machine's catalog knows on `cluster` (a Cluster; None: this machine's SLURM),
+    newest first; the finished ones too (`status` asks SLURM)."""
     from contextlib import closing
 
     with closing(db.connect()) as conn:
-        keys = db.keys_of_kind(conn, KIND, cluster_destination)
+        keys = db.keys_of_kind(conn, KIND, destination(cluster))
     found = []
     for key in keys:
         record = records.load(key) or {}
@@ -56,15 +61,32 @@ def holds(cluster_destination: str = "") -> list[Hold]:
     return found
 
 
-def find(name: str, cluster_destination: str = "") -> Hold:
-    """The newest hold of that name; UsageError naming the holds there are."""
-    known = holds(cluster_destination)
+def find(name: str, cluster=None) -> Hold:
+    """The newest hold of that name on `cluster`; UsageError naming the holds there are."""
+    known = holds(cluster)
     for hold in known:
         if hold.name == name:
             return hold
+    where = destination(cluster)
     names = ", ".join(sorted({h.name for h in known})) or "none"
-    raise UsageError(f"no hold named {name!r}" + (f" on {cluster_destination}" if cluster_destination else ""),
+    raise UsageError(f"no hold named {name!r}" + (f" on {where}" if where else ""),
                      f"holds known here: {names}; start one with `hpcjax hold --name {name} --nodes N --gpus-per-node G`")
+
+
+def status(hold: Hold, cluster=None):
+    """SLURM's JobStatus of the hold's job, or None when SLURM no longer knows it (long over)."""
+    from hpcjax.errors import HpcjaxError
+    from hpcjax.slurm import controller
+
+    try:
+        return controller.slurm_on(cluster.host() if cluster is not None else None).job_status(hold.job_id)
+    except HpcjaxError:
+        return None
+
+
+def ended(hold: Hold, cluster=None) -> bool:
+    found = status(hold, cluster)
+    return found is None or found.finished
 
 
 QUEUE = r'''set -e

@@ -112,7 +112,7 @@ class InHoldRun(SlurmRun):
 
 
 def the_hold(sub) -> holds.Hold:
-    return holds.find(sub.spec.on, sub.cluster.destination if sub.cluster.remote else "")
+    return holds.find(sub.spec.on, sub.cluster)
 
 
 def check(sub) -> None:
@@ -124,9 +124,9 @@ def check(sub) -> None:
                          f"ask for at most {hold.layout.nodes} node(s) x {hold.layout.gpus_per_node} GPU(s), or hold "
                          f"a bigger allocation: hpcjax hold --name NAME --nodes {sub.spec.layout.nodes} "
                          f"--gpus-per-node {sub.spec.layout.gpus_per_node}")
-    state = slurmctl.slurm_on(sub.cluster.host()).job_status(hold.job_id).state
-    if state in FINISHED_STATES:
-        raise UsageError(f"hold {hold.name} (job {hold.job_id}) has ended ({state})",
+    found = holds.status(hold, sub.cluster)
+    if found is None or found.finished:
+        raise UsageError(f"hold {hold.name} (job {hold.job_id}) has ended ({found.state if found else 'long ago'})",
                          f"start another: hpcjax hold --name {hold.name} --nodes {hold.layout.nodes} "
                          f"--gpus-per-node {hold.layout.gpus_per_node} --time HH:MM:SS")
 
