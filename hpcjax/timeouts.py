@@ -49,6 +49,14 @@ HEARTBEAT_TIMEOUT_ENV = "HPCJAX_HEARTBEAT_TIMEOUT"  # a rank unheard this long (
 # at 20, 69 s at 60) on the dev cluster: the service checks periodically. Nodes that swap or stall longer raise
 # it (--env HPCJAX_HEARTBEAT_TIMEOUT=300).
 DEFAULT_HEARTBEAT_TIMEOUT_S = 30
+EXIT_BOUND_ENV = "HPCJAX_EXIT_BOUND"  # seconds JAX's shutdown may take once every process has ended its program
+# JAX's shutdown is a barrier of every process; once all have reached it (hpcjax.rank.exitguard's
+# own barrier says so) it finishes in well under a second, so a bound of seconds cuts only a stall.
+# 0 turns the guard off.
+DEFAULT_EXIT_BOUND_S = 10
+# The guard's sitecustomize, relative to hpcjax's package directory: put on the ranks' PYTHONPATH
+# so that an unmodified script gets the bound too (hpcjax's own programs install it themselves).
+EXIT_HOOK_DIR = "rank/exithook"
 
 
 def init_timeout_s(environ=os.environ) -> int:
@@ -61,11 +69,18 @@ def heartbeat_timeout_s(environ=os.environ) -> int:
     return _whole_seconds(environ, HEARTBEAT_TIMEOUT_ENV, DEFAULT_HEARTBEAT_TIMEOUT_S, minimum=2)
 
 
+def exit_bound_s(environ=os.environ) -> int:
+    """How long JAX's distributed shutdown may take after every process has ended its program
+    (0: unbounded, JAX's own behaviour)."""
+    return _whole_seconds(environ, EXIT_BOUND_ENV, DEFAULT_EXIT_BOUND_S, minimum=0)
+
+
 def check_job_environment(environ) -> None:
     """Every timeout a job's variables set, as the ranks will read them: ConfigError for a bad one."""
     HangSettings.from_env(environ)
     init_timeout_s(environ)
     heartbeat_timeout_s(environ)
+    exit_bound_s(environ)
 
 
 def _whole_seconds(environ, name: str, default: int, *, minimum: int) -> int:

@@ -48,7 +48,8 @@ CLUSTER_GROUPS = {
                   "test_submit_cluster", "test_pipeline_cluster", "test_scalars_cluster",  # 98, 96, 41
                   "test_preflight_cluster"),
     "cluster-c": ("test_remote_cluster", "test_api_from_a_laptop",  # 270, 60: mostly waiting on ssh and the queue
-                  "test_stacks_cluster", "test_hang_cluster", "test_catalog_cluster", "test_sweeps_cluster"),
+                  "test_stacks_cluster", "test_hang_cluster", "test_catalog_cluster", "test_sweeps_cluster",
+                  "test_exitguard_cluster"),
 }
 # The session compiles with XLA's cheaper CPU backend (LLVM at optimization level 0, without
 # its expensive passes), here and in every process it starts (jobs inherit the environment):

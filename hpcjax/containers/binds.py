@@ -16,6 +16,7 @@ from typing import NamedTuple
 
 from hpcjax import contract, shellword
 from hpcjax.errors import SpecError, UsageError
+from hpcjax.timeouts import EXIT_HOOK_DIR, exit_bound_s
 
 HPCJAX_TARGET = "/opt/hpcjax/lib"  # inside the container: <this>/hpcjax is hpcjax's package
 # What a rank needs from the job's environment when the container starts clean.
@@ -97,10 +98,19 @@ def binds_of(spec) -> list[Bind]:
 
 
 def python_path(spec) -> str:
-    """PYTHONPATH inside the container: hpcjax's bound package first, then the user's own."""
+    """PYTHONPATH inside the container: hpcjax's bound package first (and its exit guard's hook),
+    then the user's own."""
     user = dict(spec.env).get("PYTHONPATH")
     first = [HPCJAX_TARGET] if spec.container.bind_hpcjax else []
+    if first and exit_bound_s(dict(spec.env)):
+        first.insert(0, f"{HPCJAX_TARGET}/hpcjax/{EXIT_HOOK_DIR}")
     return ":".join(first + ([user] if user else []))
+
+
+def exit_hook_dir(spec) -> str:
+    """The exit guard's sitecustomize directory as the compute nodes see it ('' when the job
+    turned the guard off): first on the ranks' PYTHONPATH (hpcjax.rank.exitguard)."""
+    return f"{hpcjax_package_dir(spec)}/{EXIT_HOOK_DIR}" if exit_bound_s(dict(spec.env)) else ""
 
 
 def passed_names(spec) -> tuple[str, ...]:

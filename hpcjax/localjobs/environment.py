@@ -11,6 +11,7 @@ import socket
 from pathlib import Path
 
 from hpcjax import contract, jobid, shellword
+from hpcjax.containers import binds
 from hpcjax.errors import UsageError
 from hpcjax.job.spec import JobSpec
 
@@ -63,6 +64,9 @@ def rank_environment(spec: JobSpec, job_id: str, rank: int, port: int) -> dict[s
                    SLURM_ARRAY_TASK_COUNT=str(spec.array), SLURM_ARRAY_TASK_MIN="0",
                    SLURM_ARRAY_TASK_MAX=str(spec.array - 1))
     env.update(plain_jax_environment(spec, array_job, rank, port))
+    hook = binds.exit_hook_dir(spec)
+    if hook:  # the exit guard (hpcjax.rank.exitguard) for an unmodified program too
+        env["PYTHONPATH"] = hook + (f":{env['PYTHONPATH']}" if env.get("PYTHONPATH") else "")
     return env
 
 

@@ -24,7 +24,7 @@ from typing import MutableMapping
 
 from hpcjax import contract, timeouts
 from hpcjax.errors import ConfigError, HpcjaxError, LayoutError
-from hpcjax.rank import compile_cache
+from hpcjax.rank import compile_cache, exitguard
 from hpcjax.rank.mapping import DistributedEnv, resolve
 from hpcjax.rank.rendezvous import RendezvousError, roll_call
 
@@ -189,6 +189,7 @@ def _initialize(denv: DistributedEnv | None, timeout_s: int | None) -> Distribut
             "between them; `hpcjax env` shows what each rank derived") from err
     _previous_excepthook[:] = [sys.excepthook]
     sys.excepthook = _end_after_uncaught
+    exitguard.install()  # a finished program is not held at exit by JAX's shutdown
     return denv
 
 

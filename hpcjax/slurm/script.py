@@ -181,6 +181,8 @@ def _render(template, spec: JobSpec, hold: bool = False) -> str:
         preflight_command=(spec.hpcjax_python(), "-m", "hpcjax", "preflight")
         + (("--spares", str(spec.spares)) if spec.spares else ()),
         preflight_key=contract.PREFLIGHT_KEY,
+        exit_hook="" if spec.container.in_container else binds.exit_hook_dir(spec),
+        exit_bound=timeouts.exit_bound_s(dict(spec.env)), exit_bound_env=timeouts.EXIT_BOUND_ENV,
         version=__version__,
     )
 

@@ -1,0 +1,146 @@
+"""The exit guard: a program that has ended its work ends its process, whatever JAX's shutdown does.
+
+When a program of a multi-process job returns, JAX's exit handler runs its distributed
+shutdown: a barrier of every process, bounded only by `shutdown_timeout_seconds` (300 s by
+default), then the coordination service's end in process 0. A process that reaches its end
+while another still works (rank 0 writing its results) waits there rightly. But a job whose
+processes have all printed their last line has been seen to sit ~150 s at that exit on a
+SLURM cluster, holding every node, and then to be cut by SLURM's time-limit warning (issue 36).
+
+The guard changes one thing, after the program has returned (Python's thread shutdown, before
+any exit handler runs): JAX's shutdown is preceded by a barrier of the guard's own, so that
+every process knows the others have ended their programs too; from then on JAX's shutdown has
+nothing left to wait for, and if it has not finished after HPCJAX_EXIT_BOUND seconds (default
+10; 0: off) the process ends with the program's own exit status, its output flushed. A process
+that never reaches its end (died, or works on) fails the guard's barrier, and JAX's own shutdown
+runs as it would have, with its own errors. The preemption warning (USR2) is ignored once the
+program has returned: the work it warns about is done.
+
+`install()` is called by hpcjax's runtime (train, the Python API's workers, the checks) and by
+the guard's `sitecustomize` (timeouts.EXIT_HOOK_DIR), which the job puts first on the ranks'
+PYTHONPATH so that an unmodified script gets the bound too. Standard library only; JAX is only
+looked at, never imported.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+import time
+
+from hpcjax import contract
+from hpcjax.timeouts import EXIT_BOUND_ENV, exit_bound_s
+
+BARRIER = "hpcjax/exit"
+BARRIER_TIMEOUT_S = 300  # JAX's own default shutdown timeout: how long a process waits for the others' ends
+HOST_MARGIN_S = 2.0  # process 0 serves the coordination service: it leaves last, or the others' agents abort
+
+
+class _Guard:
+    bound = 0
+    status = 0  # the program's exit status as far as it is known: sys.exit's, 1 after an uncaught exception
+    returned_at: float | None = None  # time.monotonic() when the program returned
+
+
+_guard: _Guard | None = None
+
+
+def install(environ=os.environ) -> bool:
+    """Watch this process's exit (once; a second call does nothing). False when the guard is
+    off (HPCJAX_EXIT_BOUND=0) or this Python cannot hook its shutdown."""
+    global _guard
+    if _guard is not None:
+        return True
+    bound = exit_bound_s(environ)
+    register = getattr(threading, "_register_atexit", None)  # 3.9+: runs before any exit handler
+    if not bound or register is None:
+        return False
+    _guard = _Guard()
+    _guard.bound = bound
+    _record_exit_status()
+    register(_program_returned)
+    return True
+
+
+def program_status() -> int | None:
+    """The program's exit status once it has returned (None before, or without the guard)."""
+    return _guard.status if _guard is not None and _guard.returned_at is not None else None
+
+
+def _status_of(code) -> int:
+    """The exit status Python gives SystemExit(code)."""
+    if code is None:
+        return 0
+    return code if isinstance(code, int) else 1
+
+
+def _record_exit_status() -> None:
+    real_exit, previous_hook = sys.exit, sys.excepthook
+
+    def recording_exit(code=None):
+        _guard.status = _status_of(code)
+        real_exit(code)
+
+    def recording_hook(kind, value, trace):
+        _guard.status = 130 if issubclass(kind, KeyboardInterrupt) else 1
+        previous_hook(kind, value, trace)
+
+    sys.exit, sys.excepthook = recording_exit, recording_hook
+
+
+def _program_returned() -> None:
+    _guard.returned_at = time.monotonic()
+    try:  # the warning is for work in progress, and the work is done
+        signal.signal(getattr(signal, f"SIG{contract.WARNING_SIGNAL}"), signal.SIG_IGN)
+    except (ValueError, OSError, AttributeError):
+        pass
+    distributed = sys.modules.get("jax._src.distributed")
+    state = getattr(distributed, "global_state", None)
+    if state is None or getattr(state, "client", None) is None:
+        return  # not a distributed JAX program, or it shut down itself
+    original = state.shutdown
+    state.shutdown = lambda: _bounded_shutdown(state, original)
+
+
+def _bounded_shutdown(state, original) -> None:
+    try:
+        state.client.wait_at_barrier(BARRIER, BARRIER_TIMEOUT_S * 1000)
+    except Exception:  # a process never reached its end: JAX's own shutdown says what happened
+        return original()
+    failure: list[BaseException] = []
+    done = threading.Event()
+
+    def shut_down() -> None:
+        try:
+            original()
+        except BaseException as error:  # re-raised below, where JAX's exit handler would have raised it
+            failure.append(error)
+        finally:
+            done.set()
+
+    threading.Thread(target=shut_down, name="hpcjax-jax-shutdown", daemon=True).start()
+    if done.wait(_guard.bound):
+        if failure:
+            raise failure[0]
+        return
+    _end_stalled(getattr(state, "process_id", None))
+
+
+def _end_stalled(process_id: int | None) -> None:
+    print(f"hpcjax: process {process_id}: every process has ended its program, but JAX's distributed "
+          f"shutdown had not finished {_guard.bound} s later; ending this process with the program's exit "
+          f"status {_guard.status} (the bound is {EXIT_BOUND_ENV}; 0 turns it off)", file=sys.stderr)
+    import logging
+
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    if process_id == 0:
+        time.sleep(HOST_MARGIN_S)
+    os._exit(_guard.status)
+
