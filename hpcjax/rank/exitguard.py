@@ -107,7 +107,10 @@ def _program_returned() -> None:
 def _bounded_shutdown(state, original) -> None:
     try:
         state.client.wait_at_barrier(BARRIER, BARRIER_TIMEOUT_S * 1000)
-    except Exception:  # a process never reached its end: JAX's own shutdown says what happened
+    except Exception as error:  # a process never reached its end: JAX's own shutdown says what happened
+        said = (str(error).strip().splitlines() or [type(error).__name__])[0]
+        print(f"hpcjax: process {getattr(state, 'process_id', None)}: not every process reached the end of its "
+              f"program ({said[:300]}); JAX's own shutdown follows, unbounded", file=sys.stderr, flush=True)
         return original()
     failure: list[BaseException] = []
     done = threading.Event()

@@ -37,7 +37,9 @@ def write_job(repo, version: str) -> None:
         "import os, hpcjax\n"
         f"print('version {version} rank', os.environ['SLURM_PROCID'], open('data/words.txt').read().strip(),\n"
         "      'scratch shipped' if os.path.exists('scratch') else 'scratch left behind', flush=True)\n"
-        "print('hpcjax from', os.path.dirname(hpcjax.__file__), flush=True)\n")
+        "print('hpcjax from', os.path.dirname(hpcjax.__file__), flush=True)\n"
+        "import sys, sitecustomize\n"  # the exit guard's hook (hpcjax.rank.exitguard), from the shipped hpcjax
+        "print('exit guard', 'hpcjax.rank.exitguard' in sys.modules, 'hook from', sitecustomize.__file__, flush=True)\n")
 
 
 def sent(stderr: str) -> tuple[int, int]:
@@ -61,6 +63,8 @@ def test_submit_from_a_laptop_ships_the_tree_runs_its_snapshot_and_follows_it(la
         assert f"[rank {rank} {node}] version 1 rank {rank} hello from the laptop scratch left behind" in logs.stdout
     shipped = re.findall(r"hpcjax from (\S+)", logs.stdout)
     assert shipped and all(p.startswith("/home/") and "/hpcjax-tests/" in p for p in shipped), logs.stdout
+    hooks = re.findall(r"exit guard True hook from (\S+)", logs.stdout)
+    assert sorted(hooks) == sorted(f"{p}/rank/exithook/sitecustomize.py" for p in shipped), logs.stdout
 
     # One changed file: only it is sent. The job waits 5 s in the queue; the laptop's copy is
     # edited meanwhile, and the job runs what was submitted.

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import DATA_DIR
+from conftest import DATA_DIR, REPO
 from hpcjax import timeouts
 from hpcjax.containers import binds
 from hpcjax.errors import ConfigError
@@ -30,7 +30,7 @@ CUT = "JAX's distributed shutdown had not finished"
 
 def run(mode: str, shutdown_s: float, bound: str = "1", pythonpath: str = HOOK) -> subprocess.CompletedProcess:
     """The stand-in process; a guard that does not cut a 60 s shutdown fails by the timeout."""
-    env = {**os.environ, "PYTHONPATH": pythonpath, "HPCJAX_EXIT_BOUND": bound,
+    env = {**os.environ, "PYTHONPATH": ":".join(p for p in (pythonpath, str(REPO)) if p), "HPCJAX_EXIT_BOUND": bound,
            "STANDIN_SHUTDOWN_S": str(shutdown_s)}
     return subprocess.run([sys.executable, STANDIN, mode], capture_output=True, text=True, env=env, timeout=30)
 
@@ -62,6 +62,8 @@ def test_a_process_that_never_reached_its_end_gets_jaxs_own_shutdown():
     result = run("barrier-fails", shutdown_s=2)
     assert result.returncode == 0 and "shutdown ended" in result.stdout, result.stderr
     assert CUT not in result.stderr
+    assert ("hpcjax: process 1: not every process reached the end of its program (DEADLINE_EXCEEDED: barrier "
+            "hpcjax/exit timed out after 300000 ms); JAX's own shutdown follows, unbounded") in result.stderr
 
 
 def test_the_time_limit_warning_during_the_exit_does_not_end_a_finished_program():
@@ -89,6 +91,7 @@ def spec(**fields) -> JobSpec:
 
 def test_the_rendered_script_puts_the_hook_first_on_the_ranks_path():
     text = render_sbatch(spec(env=(("PYTHONPATH", "/mine"),)))
+    assert f"if [ -f {HOOK}/sitecustomize.py ]; then" in text  # a node without it says so in the batch log
     user, hook = text.index("export PYTHONPATH=/mine"), text.index(f"export PYTHONPATH={HOOK}" + "${PYTHONPATH:+")
     assert user < hook < text.index("srun --kill-on-bad-exit")  # the user's path kept, after the hook
     assert f"may take {timeouts.DEFAULT_EXIT_BOUND_S} s at most" in text
@@ -117,3 +120,13 @@ def test_a_local_rank_gets_the_hook(tmp_path):
 def test_a_bad_bound_is_refused_before_submitting(value):
     with pytest.raises(ConfigError, match=f"HPCJAX_EXIT_BOUND='{value}' is not a whole number"):
         timeouts.check_job_environment({"HPCJAX_EXIT_BOUND": value})
+
+
+def test_a_hostile_package_path_is_only_ever_a_word(tmp_path):
+    hostile = f"{tmp_path}/a b$(touch {tmp_path}/pwned)`touch {tmp_path}/pwned`"
+    text = render_sbatch(spec(env=(("HPCJAX_BIND_SOURCE", hostile),)))
+    start = text.index("if [ -f ")
+    fragment = text[start:text.index("\nfi\n", start) + 4]
+    ran = subprocess.run(["bash", "-c", fragment], capture_output=True, text=True)
+    assert ran.returncode == 0 and not (tmp_path / "pwned").exists(), ran.stderr
+    assert f"hook is not on {os.uname().nodename} at {hostile}/rank/exithook:" in ran.stdout
