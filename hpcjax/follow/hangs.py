@@ -74,7 +74,7 @@ def judge(entries: list[dict], ranks: int, marker: dict) -> Hang:
                f"{stacks.summary(waiting[1][0][1]) if waiting[1] else 'the same place'}")
     elif silent:
         held_by, why = silent, "did not answer the hang watch, while the others did"
-    elif entries and not any(at_module_level(e) for e in entries):
+    elif entries and not any(at_module_level(e) and not e.get("program_returned") for e in entries):
         held_by, why = (), ("every rank had finished its program, then hung at exit, in the interpreter's "
                             "exit handlers (JAX's distributed shutdown runs there): the work was done")
     else:

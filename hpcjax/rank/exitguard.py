@@ -13,8 +13,10 @@ every process knows the others have ended their programs too; from then on JAX's
 nothing left to wait for, and if it has not finished after HPCJAX_EXIT_BOUND seconds (default
 10; 0: off) the process ends with the program's own exit status, its output flushed. A process
 that never reaches its end (died, or works on) fails the guard's barrier, and JAX's own shutdown
-runs as it would have, with its own errors. The preemption warning (USR2) is ignored once the
-program has returned: the work it warns about is done.
+runs as it would have, with its own errors. The guard's barrier waits the hang watch's floor
+(300 s, JAX's own shutdown timeout too), and the exit is watched with that floor
+(hangwatch.program_returned): a process that never ends is named, with its stacks. The
+preemption warning (USR2) is ignored once the program has returned: the work it warns about is done.
 
 `install()` is called by hpcjax's runtime (train, the Python API's workers, the checks) and by
 the guard's `sitecustomize` (timeouts.EXIT_HOOK_DIR), which the job puts first on the ranks'
@@ -31,10 +33,11 @@ import threading
 import time
 
 from hpcjax import contract
-from hpcjax.timeouts import EXIT_BOUND_ENV, exit_bound_s
+from hpcjax.rank import hangwatch
+from hpcjax.timeouts import EXIT_BOUND_ENV, HangSettings, exit_bound_s
 
 BARRIER = "hpcjax/exit"
-BARRIER_TIMEOUT_S = 300  # JAX's own default shutdown timeout: how long a process waits for the others' ends
+JAX_SHUTDOWN_TIMEOUT_S = 300  # JAX's own default: how long its shutdown waits for every process
 HOST_MARGIN_S = 2.0  # process 0 serves the coordination service: it leaves last, or the others' agents abort
 
 
@@ -69,6 +72,17 @@ def program_status() -> int | None:
     return _guard.status if _guard is not None and _guard.returned_at is not None else None
 
 
+def barrier_timeout_s(environ=os.environ) -> float:
+    """How long a process that ended its program waits for the others to end theirs: the hang
+    watch's floor (the exit is watched with it, and its default is JAX's own 300 s), or JAX's
+    shutdown timeout when the watch is off."""
+    try:
+        settings = HangSettings.from_env(environ)
+    except Exception:  # a bad knob is said by the watch
+        return JAX_SHUTDOWN_TIMEOUT_S
+    return JAX_SHUTDOWN_TIMEOUT_S if settings.off else settings.floor_s
+
+
 def _status_of(code) -> int:
     """The exit status Python gives SystemExit(code)."""
     if code is None:
@@ -96,6 +110,10 @@ def _program_returned() -> None:
         signal.signal(getattr(signal, f"SIG{contract.WARNING_SIGNAL}"), signal.SIG_IGN)
     except (ValueError, OSError, AttributeError):
         pass
+    try:
+        hangwatch.program_returned()
+    except Exception as error:  # a bad knob: the job was checked at submission, a rank may still differ
+        print(f"hpcjax: the exit is not watched: {error}", file=sys.stderr, flush=True)
     distributed = sys.modules.get("jax._src.distributed")
     state = getattr(distributed, "global_state", None)
     if state is None or getattr(state, "client", None) is None:
@@ -106,7 +124,7 @@ def _program_returned() -> None:
 
 def _bounded_shutdown(state, original) -> None:
     try:
-        state.client.wait_at_barrier(BARRIER, BARRIER_TIMEOUT_S * 1000)
+        state.client.wait_at_barrier(BARRIER, int(barrier_timeout_s() * 1000))
     except Exception as error:  # a process never reached its end: JAX's own shutdown says what happened
         said = (str(error).strip().splitlines() or [type(error).__name__])[0]
         print(f"hpcjax: process {getattr(state, 'process_id', None)}: not every process reached the end of its "

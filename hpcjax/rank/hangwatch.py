@@ -3,7 +3,8 @@ leaves every rank's last step and stacks for the failure report.
 
 Progress is what a rank says it made: `hpcjax train` at the start of every step, the
 Trainer's `hpcjax.report`, or a plain script's own `hpcjax.rank.progress()`. The watch starts
-with the first call; a thread of the process compares the time since the last one with the
+with the first call, or when the program returns (hpcjax.rank.exitguard: the exit is then
+watched with the floor, an unmodified script's too, unless close() said the steps were over); a thread of the process compares the time since the last one with the
 adaptive timeout (hpcjax.timeouts). A pause on purpose (a checkpoint save, a final
 evaluation) goes inside `hold()`, which the watch does not count.
 
@@ -73,6 +74,19 @@ class Watch:
         self.held = 0
         self._thread: threading.Thread | None = None
         self._stopped = threading.Event()
+        self.exiting = False  # the program has returned: what is left is the interpreter's exit
+
+    def program_returned(self) -> None:
+        """From hpcjax.rank.exitguard, once the program has returned: the exit is watched too (an
+        unmodified script's first watch), with the floor as its timeout, since an exit is no step.
+        Not after close(): the program said its steps were over, and what follows (an async
+        checkpoint's wait) is its own."""
+        if self.settings.off or self._stopped.is_set():
+            return
+        self.exiting, self.last, self.last_wall = True, time.monotonic(), time.time()
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._watch, name="hpcjax-hang-watch", daemon=True)
+            self._thread.start()
 
     def progress(self, step: int | None = None) -> None:
         now = time.monotonic()
@@ -101,7 +115,7 @@ class Watch:
         self._stopped.set()
 
     def timeout(self) -> float:
-        return self.settings.timeout(self.intervals, self.longest)
+        return self.settings.floor_s if self.exiting else self.settings.timeout(self.intervals, self.longest)
 
     def _path(self, template: str, rank: int | None = None) -> Path | None:
         if self.log_dir is None:
@@ -122,7 +136,11 @@ class Watch:
     def _hang(self, idle: float, seen_here: bool) -> None:
         first = seen_here and self._create_marker()
         step = "none yet" if self.step is None else self.step
-        if seen_here:
+        if seen_here and self.exiting:
+            said = (f"hpcjax: process {self.rank} on {self.host}: its program returned {idle:.0f} s ago and the "
+                    f"process has not ended: it hangs at exit (timeout: the floor, {self.settings.floor_s:.0f} s); "
+                    "ending the job so it does not hang until its time limit. The stacks of every thread:")
+        elif seen_here:
             said = (f"hpcjax: process {self.rank} on {self.host}: no progress for {idle:.0f} s at step {step} "
                     f"(timeout {self.settings.explain(self.intervals, self.longest)}); ending the job so it does "
                     "not hang until its time limit. The stacks of every thread:")
@@ -166,7 +184,7 @@ class Watch:
         state = {"rank": self.rank, "host": self.host, "pid": os.getpid(), "attempt": self.attempt,
                  "step": self.step, "progress_calls": self.count, "idle_s": round(idle, 1),
                  "last_progress_at": round(self.last_wall, 3),
-                 "timeout_s": round(self.timeout(), 1), "saw_hang": seen_here,
+                 "timeout_s": round(self.timeout(), 1), "saw_hang": seen_here, "program_returned": self.exiting,
                  "threads": threads}
         partial = path.with_name(path.name + f".{os.getpid()}.tmp")
         try:
@@ -197,6 +215,11 @@ def progress(step: int | None = None) -> None:
     """Tell the hang watch this rank made progress (call it once per step, on every rank; the
     step number makes the report say which step a stuck rank did not reach)."""
     watch().progress(step)
+
+
+def program_returned() -> None:
+    """The program has returned (hpcjax.rank.exitguard): watch the exit, with the floor."""
+    watch().program_returned()
 
 
 def close() -> None:

@@ -3,7 +3,8 @@
 STALL_S delays JAX's own distributed shutdown by that many seconds (a stand-in for the stall,
 which did not happen by itself on the dev cluster), EXIT_CODE ends the program with
 sys.exit(EXIT_CODE), RANK0_WORK_S keeps process 0 working that long after the others ended
-(writing its results) before its last line."""
+(writing its results) before its last line, HANG_AT_EXIT=1 adds an exit handler of the program's
+own that never returns (it runs before JAX's shutdown)."""
 
 import os
 import sys
@@ -26,6 +27,10 @@ if stall:
     distributed.State.shutdown = stalled_shutdown
 
 jax.distributed.initialize()
+if os.environ.get("HANG_AT_EXIT"):
+    import atexit
+
+    atexit.register(time.sleep, 3600)
 mesh = jax.make_mesh((jax.device_count(),), ("x",))
 x = jax.make_array_from_callback((jax.device_count() * 8,), NamedSharding(mesh, P("x")),
                                  lambda index: np.ones((8,), np.float32))

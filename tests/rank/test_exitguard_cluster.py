@@ -72,6 +72,19 @@ def test_local_a_stalled_exit_ends_with_the_programs_status(tmp_path, hpcjax_hom
     assert any(CUT in run.logs(rank) for rank in run.rank_logs())
 
 
+@pytest.mark.jax
+def test_local_an_unmodified_script_that_hangs_at_exit_is_named_after_the_floor(tmp_path, hpcjax_home):
+    """No progress() anywhere: the exit is watched from the program's return, with the floor."""
+    run = job(tmp_path, "local", 1, 2, HANG_AT_EXIT=1, HPCJAX_HANG_FLOOR=4, HPCJAX_HANG_CEILING=60)
+    outcome = run.wait(progress=False)
+    assert (outcome.state, outcome.exit_code) == ("FAILED", 124), outcome.report()
+    assert outcome.cause.cause == "hang" and "every rank had finished its program, then hung at exit" in \
+        outcome.cause.evidence, outcome.report()
+    assert sorted(last_lines(run)) == [0, 1]
+    assert any("its program returned" in run.logs(rank) and "it hangs at exit" in run.logs(rank)
+               for rank in run.rank_logs())
+
+
 def api_entry_points(backend: str, storage, nodes: int, gpus: int) -> None:
     scaling = hpcjax.ScalingConfig(nodes=nodes, gpus_per_node=gpus, time="00:05:00")
     result = hpcjax.Trainer(stalls_at_exit, scaling_config=scaling, run_config=hpcjax.RunConfig(
