@@ -47,7 +47,7 @@ def test_wheel_install_in_fresh_venv_renders(tmp_path):
     # The exit guard's hook ships too: the rendered script names it, in the venv (hpcjax.rank.exitguard).
     plain = subprocess.run([str(venv / "bin/hpcjax"), "render", "--", "python", "train.py"],
                            capture_output=True, text=True, cwd=tmp_path, env=env)
-    hook = Path(re.search(r"^\s*export PYTHONPATH=([^$]+)\$\{PYTHONPATH", plain.stdout, re.M).group(1))
+    hook = Path(re.search(r"^hpcjax_exit_hook=(\S+)$", plain.stdout, re.M).group(1))
     assert hook.is_relative_to(venv) and (hook / "sitecustomize.py").is_file(), plain.stdout
     work = tmp_path / "work"
     work.mkdir()

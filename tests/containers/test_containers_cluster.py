@@ -141,3 +141,20 @@ def test_variables_in_binds_and_env_expand_on_the_compute_node(charliecloud_imag
     path = next(line for line in text.splitlines() if line.startswith("path: "))
     assert path.startswith(f"path: {shared_storage}/bin:") and "/usr/bin" in path, path
     assert "literal: $(touch pwned)" in text and not (shared_storage / "pwned").exists()
+
+
+def test_the_exit_guard_works_inside_the_container(charliecloud_image, shared_storage, slurm_cluster, hpcjax_home):
+    """An unmodified script in a real Charliecloud container under --cleanenv, whose JAX shutdown
+    stalls (a stand-in: delayed 600 s, tests/data/exit_stall_program.py): the bound copy of the
+    exit guard's hook runs first on the container's PYTHONPATH, chained to the image's own
+    sitecustomize, and the job ends COMPLETED instead of at its time limit."""
+    program = shared_storage / "demo.py"
+    program.write_text((REPO / "tests" / "data" / "exit_stall_program.py").read_text())
+    result = run_hpcjax("submit", "--nodes", "1", "--gpus-per-node", "2", "--runtime", "charliecloud",
+                        "--image", charliecloud_image, "--cleanenv", "--env", "STALL_S=600", "--env", "HPCJAX_EXIT_BOUND=3",
+                        "--time", "00:05:00",
+                        "--wait", "--", "python3", "demo.py", cwd=shared_storage, env=ch_env(), timeout=300)
+    assert result.returncode == 0, result.stderr
+    logs = [log.read_text() for log in (shared_storage / "hpcjax-logs").glob("*-rank*.log")]
+    assert len(logs) == 2 and all("last line at" in text and "JAX's distributed shutdown had not finished 3 s later"
+                                  in text for text in logs), logs

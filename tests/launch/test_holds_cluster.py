@@ -117,7 +117,9 @@ def test_a_rerun_in_a_hold_is_warm_and_release_ends_the_hold(tmp_path, slurm_clu
     name = "hold"
     held = hold(tmp_path, name, None, env={"HPCJAX_COMPILE_CACHE": ""})
     try:
-        [listed] = json.loads(run_hpcjax("holds", "--json", cwd=tmp_path).stdout)
+        holds = run_hpcjax("holds", "--json", cwd=tmp_path)
+        assert holds.returncode == 0, holds.stderr
+        [listed] = json.loads(holds.stdout)
         assert listed["name"] == "hold" and listed["time_left"][:5] in ("00:59", "01:00"), listed
         said = []
         for run in ("first", "again"):

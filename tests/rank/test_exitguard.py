@@ -91,8 +91,8 @@ def spec(**fields) -> JobSpec:
 
 def test_the_rendered_script_puts_the_hook_first_on_the_ranks_path():
     text = render_sbatch(spec(env=(("PYTHONPATH", "/mine"),)))
-    assert f"if [ -f {HOOK}/sitecustomize.py ]; then" in text  # a node without it says so in the batch log
-    user, hook = text.index("export PYTHONPATH=/mine"), text.index(f"export PYTHONPATH={HOOK}" + "${PYTHONPATH:+")
+    assert f"hpcjax_exit_hook={HOOK}\nif [ -f \"$hpcjax_exit_hook/sitecustomize.py\" ]; then" in text  # else: said
+    user, hook = text.index("export PYTHONPATH=/mine"), text.index('export PYTHONPATH="$hpcjax_exit_hook${PYTHONPATH:+')
     assert user < hook < text.index("srun --kill-on-bad-exit")  # the user's path kept, after the hook
     assert f"may take {timeouts.DEFAULT_EXIT_BOUND_S} s at most" in text
     assert HOOK not in render_sbatch(spec(env=(("HPCJAX_EXIT_BOUND", "0"),)))
@@ -125,7 +125,7 @@ def test_a_bad_bound_is_refused_before_submitting(value):
 def test_a_hostile_package_path_is_only_ever_a_word(tmp_path):
     hostile = f"{tmp_path}/a b$(touch {tmp_path}/pwned)`touch {tmp_path}/pwned`"
     text = render_sbatch(spec(env=(("HPCJAX_BIND_SOURCE", hostile),)))
-    start = text.index("if [ -f ")
+    start = text.index("hpcjax_exit_hook=")
     fragment = text[start:text.index("\nfi\n", start) + 4]
     ran = subprocess.run(["bash", "-c", fragment], capture_output=True, text=True)
     assert ran.returncode == 0 and not (tmp_path / "pwned").exists(), ran.stderr
