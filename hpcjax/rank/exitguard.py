@@ -7,8 +7,8 @@ while another still works (rank 0 writing its results) waits there rightly. But 
 processes have all printed their last line has been seen to sit ~150 s at that exit on a
 SLURM cluster, holding every node, and then to be cut by SLURM's time-limit warning (issue 36).
 
-The guard changes one thing, after the program has returned (Python's thread shutdown, before
-any exit handler runs): JAX's shutdown is preceded by a barrier of the guard's own, so that
+The guard changes one thing once the program has returned and its threads have ended (its exit
+handler is registered at Python's thread shutdown, so it runs first of all exit handlers): JAX's shutdown is preceded by a barrier of the guard's own, so that
 every process knows the others have ended their programs too; from then on JAX's shutdown has
 nothing left to wait for, and if it has not finished after HPCJAX_EXIT_BOUND seconds (default
 10; 0: off) the process ends with the program's own exit status, its output flushed. A process
@@ -26,6 +26,7 @@ looked at, never imported.
 
 from __future__ import annotations
 
+import atexit
 import os
 import signal
 import sys
@@ -44,7 +45,6 @@ HOST_MARGIN_S = 2.0  # process 0 serves the coordination service: it leaves last
 class _Guard:
     bound = 0
     status = 0  # the program's exit status as far as it is known: sys.exit's, 1 after an uncaught exception
-    returned_at: float | None = None  # time.monotonic() when the program returned
 
 
 _guard: _Guard | None = None
@@ -57,7 +57,7 @@ def install(environ=os.environ) -> bool:
     if _guard is not None:
         return True
     bound = exit_bound_s(environ)
-    register = getattr(threading, "_register_atexit", None)  # 3.9+: runs before any exit handler
+    register = getattr(threading, "_register_atexit", None)  # 3.9+: called at the thread shutdown
     if not bound or register is None:
         return False
     _guard = _Guard()
@@ -65,11 +65,6 @@ def install(environ=os.environ) -> bool:
     _record_exit_status()
     register(_program_returned)
     return True
-
-
-def program_status() -> int | None:
-    """The program's exit status once it has returned (None before, or without the guard)."""
-    return _guard.status if _guard is not None and _guard.returned_at is not None else None
 
 
 def barrier_timeout_s(environ=os.environ) -> float:
@@ -105,7 +100,13 @@ def _record_exit_status() -> None:
 
 
 def _program_returned() -> None:
-    _guard.returned_at = time.monotonic()
+    """At Python's thread shutdown, before the program's other threads are joined: the exit proper
+    begins after them, with this last-registered (so first-run) exit handler. A program whose main
+    thread returns while its threads work on is not done."""
+    atexit.register(_exit_began)
+
+
+def _exit_began() -> None:
     try:  # the warning is for work in progress, and the work is done
         signal.signal(getattr(signal, f"SIG{contract.WARNING_SIGNAL}"), signal.SIG_IGN)
     except (ValueError, OSError, AttributeError):

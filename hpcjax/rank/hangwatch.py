@@ -3,9 +3,10 @@ leaves every rank's last step and stacks for the failure report.
 
 Progress is what a rank says it made: `hpcjax train` at the start of every step, the
 Trainer's `hpcjax.report`, or a plain script's own `hpcjax.rank.progress()`. The watch starts
-with the first call, or when the program returns (hpcjax.rank.exitguard: the exit is then
-watched with the floor, an unmodified script's too, unless close() said the steps were over); a thread of the process compares the time since the last one with the
-adaptive timeout (hpcjax.timeouts). A pause on purpose (a checkpoint save, a final
+with the first call, or when the program's exit begins (hpcjax.rank.exitguard: the exit is
+watched with the floor, an unmodified script's too, unless close() said the steps were over).
+A thread of the process compares the time since the last one with the adaptive timeout
+(hpcjax.timeouts). A pause on purpose (a checkpoint save, a final
 evaluation) goes inside `hold()`, which the watch does not count.
 
 When a rank sees no progress for its timeout it creates the job's hang marker in the log

@@ -1,7 +1,8 @@
 """A process with a stand-in for JAX's distributed state, for the exit guard's unit tests (no
 JAX): an exit handler calls `global_state.shutdown()` as JAX's does, and that shutdown takes
 STANDIN_SHUTDOWN_S seconds. The mode (argv[1]) says how the program ends: exit0, exit3, raise,
-usr2 (SLURM's warning arrives during the exit), barrier-fails (a process never reached its end)."""
+usr2 (SLURM's warning arrives during the exit), barrier-fails (a process never reached its end),
+thread-works (the main thread returns while a thread of the program works on for 2 s)."""
 
 import atexit
 import os
@@ -40,6 +41,14 @@ if mode == "usr2":
         print("still here after the warning", flush=True)
 
     atexit.register(warned)
+if mode == "thread-works":
+    import threading
+
+    def work():
+        time.sleep(2)
+        print("the thread's work is done", flush=True)
+
+    threading.Thread(target=work).start()
 print("the program's last line", flush=True)
 if mode == "exit3":
     sys.exit(3)

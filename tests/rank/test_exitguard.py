@@ -66,6 +66,15 @@ def test_a_process_that_never_reached_its_end_gets_jaxs_own_shutdown():
             "hpcjax/exit timed out after 300000 ms); JAX's own shutdown follows, unbounded") in result.stderr
 
 
+def test_a_program_whose_threads_work_on_is_not_exiting_yet(monkeypatch):
+    """The exit begins once the program's threads are joined: its watch (here with a 1 s floor)
+    and the guard's changes start after the thread's 2 s of work, not when the main thread returns."""
+    monkeypatch.setenv("HPCJAX_HANG_FLOOR", "1")
+    result = run("thread-works", shutdown_s=0)
+    assert result.returncode == 0, (result.returncode, result.stderr)
+    assert "the thread's work is done" in result.stdout and "shutdown ended" in result.stdout
+
+
 def test_the_time_limit_warning_during_the_exit_does_not_end_a_finished_program():
     result = run("usr2", shutdown_s=0)
     assert result.returncode == 0, (result.returncode, result.stderr)
