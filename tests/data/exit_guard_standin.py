@@ -2,7 +2,7 @@
 JAX): an exit handler calls `global_state.shutdown()` as JAX's does, and that shutdown takes
 STANDIN_SHUTDOWN_S seconds. The mode (argv[1]) says how the program ends: exit0, exit3, raise,
 usr2 (SLURM's warning arrives during the exit), barrier-fails (a process never reached its end),
-thread-works (the main thread returns while a thread of the program works on for 2 s)."""
+thread-works (the main thread returns while a thread of the program works on for 1.5 s)."""
 
 import atexit
 import os
@@ -45,7 +45,7 @@ if mode == "thread-works":
     import threading
 
     def work():
-        time.sleep(2)
+        time.sleep(1.5)
         print("the thread's work is done", flush=True)
 
     threading.Thread(target=work).start()

@@ -53,13 +53,13 @@ def test_a_shutdown_that_finishes_is_left_alone():
 
 @pytest.mark.parametrize("how", ["bound 0", "no hook on the path"])
 def test_without_the_guard_jaxs_shutdown_runs_to_its_end(how):
-    result = run("exit3", shutdown_s=2, **({"bound": "0"} if how == "bound 0" else {"pythonpath": ""}))
+    result = run("exit3", shutdown_s=1.5, **({"bound": "0"} if how == "bound 0" else {"pythonpath": ""}))
     assert result.returncode == 3 and "shutdown ended" in result.stdout, result.stderr
     assert CUT not in result.stderr
 
 
 def test_a_process_that_never_reached_its_end_gets_jaxs_own_shutdown():
-    result = run("barrier-fails", shutdown_s=2)
+    result = run("barrier-fails", shutdown_s=1.5)
     assert result.returncode == 0 and "shutdown ended" in result.stdout, result.stderr
     assert CUT not in result.stderr
     assert ("hpcjax: process 1: not every process reached the end of its program (DEADLINE_EXCEEDED: barrier "
@@ -68,7 +68,7 @@ def test_a_process_that_never_reached_its_end_gets_jaxs_own_shutdown():
 
 def test_a_program_whose_threads_work_on_is_not_exiting_yet(monkeypatch):
     """The exit begins once the program's threads are joined: its watch (here with a 1 s floor)
-    and the guard's changes start after the thread's 2 s of work, not when the main thread returns."""
+    and the guard's changes start after the thread's 1.5 s of work, not when the main thread returns."""
     monkeypatch.setenv("HPCJAX_HANG_FLOOR", "1")
     result = run("thread-works", shutdown_s=0)
     assert result.returncode == 0, (result.returncode, result.stderr)
