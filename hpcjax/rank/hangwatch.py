@@ -78,8 +78,9 @@ class Watch:
         self.exiting = False  # the program has returned: what is left is the interpreter's exit
 
     def program_returned(self) -> None:
-        """From hpcjax.rank.exitguard, once the program has returned: the exit is watched too (an
-        unmodified script's first watch), with the floor as its timeout, since an exit is no step.
+        """From hpcjax.rank.exitguard, once the program's exit begins (it returned, its threads are
+        joined): the exit is watched too (an unmodified script's first watch), with the floor as
+        its timeout, since an exit is no step.
         Not after close(): the program said its steps were over, and what follows (an async
         checkpoint's wait) is its own."""
         if self.settings.off or self._stopped.is_set():
@@ -219,7 +220,7 @@ def progress(step: int | None = None) -> None:
 
 
 def program_returned() -> None:
-    """The program has returned (hpcjax.rank.exitguard): watch the exit, with the floor."""
+    """The program's exit has begun (hpcjax.rank.exitguard): watch it, with the floor."""
     watch().program_returned()
 
 
