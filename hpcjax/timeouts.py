@@ -49,13 +49,13 @@ HEARTBEAT_TIMEOUT_ENV = "HPCJAX_HEARTBEAT_TIMEOUT"  # a rank unheard this long (
 # at 20, 69 s at 60) on the dev cluster: the service checks periodically. Nodes that swap or stall longer raise
 # it (--env HPCJAX_HEARTBEAT_TIMEOUT=300).
 DEFAULT_HEARTBEAT_TIMEOUT_S = 30
-EXIT_BOUND_ENV = "HPCJAX_EXIT_BOUND"  # seconds JAX's shutdown may take once every process has ended its program
-# JAX's shutdown is a barrier of every process; once all have reached it (hpcjax.rank.exitguard's
-# own barrier says so) it finishes in well under a second, so a bound of seconds cuts only a stall.
-# 0 turns the guard off.
-DEFAULT_EXIT_BOUND_S = 10
+EXIT_GUARD_ENV = "HPCJAX_EXIT_GUARD"  # 0 turns off the exit guard (hpcjax.rank.exitguard); 1, the default, keeps it
+# The guard's first form bounded JAX's distributed shutdown and then ended the process itself, with
+# an exit status it could only guess (issue 48): the variable that set that bound is refused, with
+# what replaced it.
+RETIRED_EXIT_BOUND_ENV = "HPCJAX_EXIT_BOUND"
 # The guard's sitecustomize, relative to hpcjax's package directory: put on the ranks' PYTHONPATH
-# so that an unmodified script gets the bound too (hpcjax's own programs install it themselves).
+# so that an unmodified script is guarded too (hpcjax's own programs arm it themselves).
 EXIT_HOOK_DIR = "rank/exithook"
 
 
@@ -69,10 +69,18 @@ def heartbeat_timeout_s(environ=os.environ) -> int:
     return _whole_seconds(environ, HEARTBEAT_TIMEOUT_ENV, DEFAULT_HEARTBEAT_TIMEOUT_S, minimum=2)
 
 
-def exit_bound_s(environ=os.environ) -> int:
-    """How long JAX's distributed shutdown may take after every process has ended its program
-    (0: unbounded, JAX's own behaviour)."""
-    return _whole_seconds(environ, EXIT_BOUND_ENV, DEFAULT_EXIT_BOUND_S, minimum=0)
+def exit_guard_on(environ=os.environ) -> bool:
+    """Whether a job's ranks get the exit guard (HPCJAX_EXIT_GUARD: 1, the default, or 0)."""
+    if environ.get(RETIRED_EXIT_BOUND_ENV):
+        raise ConfigError(f"{RETIRED_EXIT_BOUND_ENV} is no longer read: the exit guard no longer bounds JAX's "
+                          "shutdown, it waits for the program's work in flight before it, and the process ends "
+                          "with the status Python gives it",
+                          f"leave {RETIRED_EXIT_BOUND_ENV} out; {EXIT_GUARD_ENV}=0 turns the guard off")
+    text = environ.get(EXIT_GUARD_ENV, "1")
+    if text not in ("0", "1"):
+        raise ConfigError(f"{EXIT_GUARD_ENV}={text!r} is neither 1 nor 0",
+                          f"{EXIT_GUARD_ENV}=1 (the default) guards the exit, {EXIT_GUARD_ENV}=0 turns it off")
+    return text == "1"
 
 
 def check_job_environment(environ) -> None:
@@ -80,7 +88,7 @@ def check_job_environment(environ) -> None:
     HangSettings.from_env(environ)
     init_timeout_s(environ)
     heartbeat_timeout_s(environ)
-    exit_bound_s(environ)
+    exit_guard_on(environ)
 
 
 def _whole_seconds(environ, name: str, default: int, *, minimum: int) -> int:

@@ -16,7 +16,7 @@ from typing import NamedTuple
 
 from hpcjax import contract, shellword
 from hpcjax.errors import SpecError, UsageError
-from hpcjax.timeouts import EXIT_HOOK_DIR, exit_bound_s
+from hpcjax.timeouts import EXIT_HOOK_DIR, exit_guard_on
 
 HPCJAX_TARGET = "/opt/hpcjax/lib"  # inside the container: <this>/hpcjax is hpcjax's package
 # What a rank needs from the job's environment when the container starts clean.
@@ -102,7 +102,7 @@ def python_path(spec) -> str:
     then the user's own."""
     user = dict(spec.env).get("PYTHONPATH")
     first = [HPCJAX_TARGET] if spec.container.bind_hpcjax else []
-    if first and exit_bound_s(dict(spec.env)):
+    if first and exit_guard_on(dict(spec.env)):
         first.insert(0, f"{HPCJAX_TARGET}/hpcjax/{EXIT_HOOK_DIR}")
     return ":".join(first + ([user] if user else []))
 
@@ -110,7 +110,7 @@ def python_path(spec) -> str:
 def exit_hook_dir(spec) -> str:
     """The exit guard's sitecustomize directory as the compute nodes see it ('' when the job
     turned the guard off): first on the ranks' PYTHONPATH (hpcjax.rank.exitguard)."""
-    return f"{hpcjax_package_dir(spec)}/{EXIT_HOOK_DIR}" if exit_bound_s(dict(spec.env)) else ""
+    return f"{hpcjax_package_dir(spec)}/{EXIT_HOOK_DIR}" if exit_guard_on(dict(spec.env)) else ""
 
 
 def passed_names(spec) -> tuple[str, ...]:

@@ -1,27 +1,45 @@
-"""The exit guard: a program that has ended its work ends its process, whatever JAX's shutdown does.
+"""The exit guard: a distributed JAX program ends within seconds of its last line, with its own
+exit status.
 
-When a program of a multi-process job returns, JAX's exit handler runs its distributed
-shutdown: a barrier of every process, bounded only by `shutdown_timeout_seconds` (300 s by
-default), then the coordination service's end in process 0. A process that reaches its end
-while another still works (rank 0 writing its results) waits there rightly. But a job whose
-processes have all printed their last line has been seen to sit ~150 s at that exit on a
-SLURM cluster, holding every node, and then to be cut by SLURM's time-limit warning (issue 36).
+Why (issue 48, reproduced with bare `sbatch` + `srun`, no hpcjax at all): JAX dispatches
+asynchronously, so a program that ends by printing a result's shape returns while the
+collective that computes it is still in flight. Then JAX's exit handler runs its distributed
+shutdown (a barrier of every process, then process 0 ends the coordination service), which
+does not wait for that work. A process whose collective had not yet made its communicator
+(gloo's `connectFullMesh`, over the coordination service's key-value store) finds the store gone,
+its collective fails, and it exits; the others sit in `gloo::transport::tcp::Pair::
+waitUntilConnected` for peers that no longer exist, and their interpreter's final garbage
+collection, destroying JAX's client, joins that thread: ~150 s at 2 nodes x 4 ranks, in 4 of 6 jobs.
 
-The guard changes one thing once the program has returned and its threads have ended (its exit
-handler is registered at Python's thread shutdown, so it runs first of all exit handlers): JAX's shutdown is preceded by a barrier of the guard's own, so that
-every process knows the others have ended their programs too; from then on JAX's shutdown has
-nothing left to wait for, and if it has not finished after HPCJAX_EXIT_BOUND seconds (default
-10; 0: off) the process ends with the program's own exit status, its output flushed. A process
-that never reaches its end (died, or works on) fails the guard's barrier, and JAX's own shutdown
-runs as it would have, with its own errors. The guard's barrier waits the hang watch's floor
-(300 s, JAX's own shutdown timeout too), and the exit is watched with that floor
-(hangwatch.program_returned): a process that never ends is named, with its stacks. The
-preemption warning (USR2) is ignored once the program has returned: the work it warns about is done.
+The guard acts in a process with a distributed JAX client only (every other Python of the job,
+its children, pip, a prologue, is left exactly as it would be), once the program has returned
+and its threads are joined (its exit handler is registered at Python's thread shutdown, so it
+runs first of all exit handlers):
 
-`install()` is called by hpcjax's runtime (train, the Python API's workers, the checks) and by
-the guard's `sitecustomize` (timeouts.EXIT_HOOK_DIR), which the job puts first on the ranks'
-PYTHONPATH so that an unmodified script gets the bound too. Standard library only; JAX is only
-looked at, never imported.
+1. the exit is watched by the hang watch with its floor (hangwatch.program_returned): a process
+   that never ends is named, with its stacks; the preemption warning (USR2) is ignored, as the
+   work it warns about is done;
+2. a barrier of the guard's own (the coordination service's, bounded by the floor): every
+   process has ended its program; one still working (process 0 writing results) is waited for;
+3. the work in flight is drained: a collective of every device of the job
+   (`jax.experimental.multihost_utils.sync_global_devices`, JAX's "barrier across all
+   hosts/devices"), blocked on. It completes only after every collective dispatched before it,
+   in every process: XLA's CPU client schedules one collective at a time, each after the last
+   one's end (xla/pjrt/cpu/cpu_client.cc, "Schedule only one collective at a time"), and on a GPU
+   a device's work runs in order on its stream. A computation without collectives ends by itself;
+4. nothing else: JAX's own exit handler shuts down as it always does, with nothing left in
+   flight, and the interpreter ends with the status it computed itself. The guard never chooses
+   an exit status: Python does not show a program's `raise SystemExit(n)` to an exit handler,
+   so a guard that ended the process itself could only guess it.
+
+A barrier that fails (a process died or never returned) is said, and JAX's own shutdown follows;
+the hang watch names a process that then never ends.
+
+`arm()` is called by hpcjax's runtime (train, the Python API's workers, the checks) and by the
+guard's `sitecustomize` (timeouts.EXIT_HOOK_DIR) when a program first imports JAX: a job puts that
+directory first on its ranks' PYTHONPATH, so that an unmodified script is guarded too.
+HPCJAX_EXIT_GUARD=0 turns the guard off. Standard library only until the exit of a process
+that imported JAX.
 """
 
 from __future__ import annotations
@@ -31,39 +49,32 @@ import os
 import signal
 import sys
 import threading
-import time
 
 from hpcjax import contract
 from hpcjax.rank import hangwatch
-from hpcjax.timeouts import EXIT_BOUND_ENV, HangSettings, exit_bound_s
+from hpcjax.timeouts import HangSettings, exit_guard_on
 
 BARRIER = "hpcjax/exit"
+DRAIN = "hpcjax/exit-drain"
 JAX_SHUTDOWN_TIMEOUT_S = 300  # JAX's own default: how long its shutdown waits for every process
-HOST_MARGIN_S = 2.0  # process 0 serves the coordination service: it leaves last, or the others' agents abort
+
+_armed_pid: int | None = None  # the process that armed the guard: a forked child's exit is its own
 
 
-class _Guard:
-    bound = 0
-    status = 0  # the program's exit status as far as it is known: sys.exit's, 1 after an uncaught exception
-
-
-_guard: _Guard | None = None
-
-
-def install(environ=os.environ) -> bool:
-    """Watch this process's exit (once; a second call does nothing). False when the guard is
-    off (HPCJAX_EXIT_BOUND=0) or this Python cannot hook its shutdown."""
-    global _guard
-    if _guard is not None:
+def arm(environ=os.environ) -> bool:
+    """Guard this process's exit, if it turns out to run distributed JAX (once; again does
+    nothing). False when the guard is off (HPCJAX_EXIT_GUARD=0)."""
+    global _armed_pid
+    if _armed_pid == os.getpid():
         return True
-    bound = exit_bound_s(environ)
-    register = getattr(threading, "_register_atexit", None)  # 3.9+: called at the thread shutdown
-    if not bound or register is None:
+    try:
+        on = exit_guard_on(environ)
+    except Exception:  # a bad value was refused at submission; a rank that still has one stays unguarded
+        on = False
+    if not on:
         return False
-    _guard = _Guard()
-    _guard.bound = bound
-    _record_exit_status()
-    register(_program_returned)
+    _armed_pid = os.getpid()
+    threading._register_atexit(_program_returned)  # noqa: SLF001 - the one hook at the thread shutdown
     return True
 
 
@@ -78,25 +89,14 @@ def barrier_timeout_s(environ=os.environ) -> float:
     return JAX_SHUTDOWN_TIMEOUT_S if settings.off else settings.floor_s
 
 
-def _status_of(code) -> int:
-    """The exit status Python gives SystemExit(code)."""
-    if code is None:
-        return 0
-    return code if isinstance(code, int) else 1
-
-
-def _record_exit_status() -> None:
-    real_exit, previous_hook = sys.exit, sys.excepthook
-
-    def recording_exit(code=None):
-        _guard.status = _status_of(code)
-        real_exit(code)
-
-    def recording_hook(kind, value, trace):
-        _guard.status = 130 if issubclass(kind, KeyboardInterrupt) else 1
-        previous_hook(kind, value, trace)
-
-    sys.exit, sys.excepthook = recording_exit, recording_hook
+def distributed_client() -> tuple[object | None, int | None]:
+    """JAX's distributed client in this process and the process's id; (None, None) where JAX is
+    not imported, not distributed, was shut down by the program itself, or this is a child forked
+    after the guard was armed."""
+    state = getattr(sys.modules.get("jax._src.distributed"), "global_state", None)
+    if os.getpid() != _armed_pid or getattr(state, "client", None) is None:
+        return None, None
+    return state.client, getattr(state, "process_id", None)
 
 
 def _program_returned() -> None:
@@ -107,6 +107,16 @@ def _program_returned() -> None:
 
 
 def _exit_began() -> None:
+    client, process_id = distributed_client()
+    if client is None:
+        return
+    try:
+        _finish(client, process_id)
+    finally:
+        _keep_the_interrupt()
+
+
+def _finish(client, process_id) -> None:
     try:  # the warning is for work in progress, and the work is done
         signal.signal(getattr(signal, f"SIG{contract.WARNING_SIGNAL}"), signal.SIG_IGN)
     except (ValueError, OSError, AttributeError):
@@ -114,55 +124,49 @@ def _exit_began() -> None:
     try:
         hangwatch.program_returned()
     except Exception as error:  # a bad knob: the job was checked at submission, a rank may still differ
-        print(f"hpcjax: the exit is not watched: {error}", file=sys.stderr, flush=True)
-    distributed = sys.modules.get("jax._src.distributed")
-    state = getattr(distributed, "global_state", None)
-    if state is None or getattr(state, "client", None) is None:
-        return  # not a distributed JAX program, or it shut down itself
-    original = state.shutdown
-    state.shutdown = lambda: _bounded_shutdown(state, original)
-
-
-def _bounded_shutdown(state, original) -> None:
+        _say(process_id, f"the exit is not watched: {error}")
     try:
-        state.client.wait_at_barrier(BARRIER, int(barrier_timeout_s() * 1000))
+        client.wait_at_barrier(BARRIER, int(barrier_timeout_s() * 1000))
     except Exception as error:  # a process never reached its end: JAX's own shutdown says what happened
-        said = (str(error).strip().splitlines() or [type(error).__name__])[0]
-        print(f"hpcjax: process {getattr(state, 'process_id', None)}: not every process reached the end of its "
-              f"program ({said[:300]}); JAX's own shutdown follows, unbounded", file=sys.stderr, flush=True)
-        return original()
-    failure: list[BaseException] = []
-    done = threading.Event()
-
-    def shut_down() -> None:
-        try:
-            original()
-        except BaseException as error:  # re-raised below, where JAX's exit handler would have raised it
-            failure.append(error)
-        finally:
-            done.set()
-
-    threading.Thread(target=shut_down, name="hpcjax-jax-shutdown", daemon=True).start()
-    if done.wait(_guard.bound):
-        if failure:
-            raise failure[0]
+        _say(process_id, f"not every process reached the end of its program ({_first_line(error)}); "
+                         "JAX's own shutdown follows")
         return
-    _end_stalled(getattr(state, "process_id", None))
+    try:
+        _drain()
+    except Exception as error:  # the work in flight failed: JAX's shutdown follows, the hang watch bounds it
+        _say(process_id, f"the work in flight did not finish ({_first_line(error)}); JAX's own shutdown follows")
 
 
-def _end_stalled(process_id: int | None) -> None:
-    print(f"hpcjax: process {process_id}: every process has ended its program, but JAX's distributed "
-          f"shutdown had not finished {_guard.bound} s later; ending this process with the program's exit "
-          f"status {_guard.status} (the bound is {EXIT_BOUND_ENV}; 0 turns it off)", file=sys.stderr)
-    import logging
-
-    logging.shutdown()
-    for stream in (sys.stdout, sys.stderr):
+def _keep_the_interrupt() -> None:
+    """A program ended by an uncaught KeyboardInterrupt dies by SIGINT once the interpreter has
+    finished (status 130 in a shell). CPython keeps that in a flag which any code it runs from a
+    string clears (exec and eval of text: a first import of `socket` at exit, which defines named
+    tuples, is enough), and the guard imports at exit: measured, 130 became 1. The flag is set
+    again the way CPython sets it, by a KeyboardInterrupt out of code run from a string
+    (Python/pythonrun.c, run_eval_code_obj). CPython shows that ending as `sys.last_type`."""
+    if getattr(sys, "last_type", None) is KeyboardInterrupt:
         try:
-            stream.flush()
-        except (OSError, ValueError):
+            exec("raise KeyboardInterrupt")  # noqa: S102 - a constant: sets CPython's flag, see above
+        except KeyboardInterrupt:
             pass
-    if process_id == 0:
-        time.sleep(HOST_MARGIN_S)
-    os._exit(_guard.status)
 
+
+def _drain() -> None:
+    """Wait until every collective this job dispatched has completed in every process (the
+    module's docstring says why a collective of every device does that). Nothing to wait for
+    where the program never started a backend."""
+    from jax._src import xla_bridge
+
+    if not xla_bridge.backends_are_initialized():
+        return
+    from jax.experimental import multihost_utils
+
+    multihost_utils.sync_global_devices(DRAIN)
+
+
+def _first_line(error: BaseException) -> str:
+    return (str(error).strip().splitlines() or [type(error).__name__])[0][:300]
+
+
+def _say(process_id, text: str) -> None:
+    print(f"hpcjax: process {process_id}: {text}", file=sys.stderr, flush=True)

@@ -182,7 +182,7 @@ def _render(template, spec: JobSpec, hold: bool = False) -> str:
         + (("--spares", str(spec.spares)) if spec.spares else ()),
         preflight_key=contract.PREFLIGHT_KEY,
         exit_hook="" if spec.container.in_container else binds.exit_hook_dir(spec),
-        exit_bound=timeouts.exit_bound_s(dict(spec.env)), exit_bound_env=timeouts.EXIT_BOUND_ENV,
+        exit_guard_env=timeouts.EXIT_GUARD_ENV,
         version=__version__,
     )
 

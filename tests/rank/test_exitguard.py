@@ -1,14 +1,18 @@
-"""The exit guard (issue 36, part 4), without JAX: a process whose exit handler runs a stand-in of
-JAX's distributed shutdown (tests/data/exit_guard_standin.py), with the guard's sitecustomize
-first on PYTHONPATH as a job puts it. A shutdown that stalls after every process ended is cut
-at the bound with the program's own exit status; one that finishes is left alone; a process
-that never reached its end (the guard's barrier fails) gets JAX's own shutdown unbounded. And
-where the hook is put: the rendered script, a container's PYTHONPATH, the local backend's ranks.
-The real JAX runs are in test_exitguard_jax.py (local backend) and test_exitguard_cluster.py."""
+"""The exit guard's logic (issue 48) without JAX: a program that imports a stand-in of JAX's exit
+(tests/data/standin_jax: its distributed client, its own exit handler, the drain), with the
+guard's sitecustomize first on PYTHONPATH as a job puts it. What it proves: the guard acts only in
+a process with a distributed client (not in a plain Python, a forked child, or one JAX that is not
+distributed), in its order (barrier, drain, then JAX's own shutdown), and the exit status is
+always the one bare Python gives, every way a program ends. And where the hook is put: the
+rendered script, a container's PYTHONPATH, the local backend's ranks.
+
+The real mechanism (collectives still in flight at the end of a real multi-process JAX program)
+is tested in test_exitguard_jax.py (local backend) and test_exitguard_cluster.py (dev cluster)."""
 
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -24,74 +28,124 @@ from hpcjax.localjobs.environment import rank_environment
 from hpcjax.slurm.script import render_sbatch
 
 HOOK = str(Path(binds.hpcjax_package_dir()) / timeouts.EXIT_HOOK_DIR)
-STANDIN = str(DATA_DIR / "exit_guard_standin.py")
-CUT = "JAX's distributed shutdown had not finished"
+PROGRAM = str(DATA_DIR / "standin_program.py")
+ENDS = str(DATA_DIR / "program_ends.py")
+STANDIN_JAX = str(DATA_DIR / "standin_jax")
+BARRIER, DRAINED, JAX_SHUTDOWN = "guard: barrier hpcjax/exit", "guard: drained", "jax: distributed shutdown"
+WAYS = ("return", "exit3", "raise3", "main4", "error", "hooked", "interrupt", "os_exit5", "kill")
 
 
-def run(mode: str, shutdown_s: float, bound: str = "1", pythonpath: str = HOOK) -> subprocess.CompletedProcess:
-    """The stand-in process; a guard that does not cut a 60 s shutdown fails by the timeout."""
-    env = {**os.environ, "PYTHONPATH": ":".join(p for p in (pythonpath, str(REPO)) if p), "HPCJAX_EXIT_BOUND": bound,
-           "STANDIN_SHUTDOWN_S": str(shutdown_s)}
-    return subprocess.run([sys.executable, STANDIN, mode], capture_output=True, text=True, env=env, timeout=30)
+def shell_status(returncode: int) -> int:
+    """A process's status as a shell says it: 128+N for a signal."""
+    return 128 - returncode if returncode < 0 else returncode
 
 
-@pytest.mark.parametrize("mode, status", [("exit0", 0), ("exit3", 3), ("raise", 1)])
-def test_a_stalled_shutdown_is_cut_at_the_bound_with_the_programs_own_status(mode, status):
-    result = run(mode, shutdown_s=60)
-    assert result.returncode == status, result.stderr
-    assert "the program's last line" in result.stdout and "shutdown began" in result.stdout
-    assert "shutdown ended" not in result.stdout
-    assert f"{CUT} 1 s later; ending this process with the program's exit status {status}" in result.stderr
-    assert ("ValueError: the program failed" in result.stderr) == (mode == "raise")
+def bare(how: str) -> int:
+    """What bare Python gives for a program that ends that way."""
+    return shell_status(subprocess.run([sys.executable, ENDS, how], capture_output=True, timeout=30).returncode)
 
 
-def test_a_shutdown_that_finishes_is_left_alone():
-    result = run("exit0", shutdown_s=0.2)
-    assert result.returncode == 0 and "shutdown ended" in result.stdout, result.stderr
-    assert CUT not in result.stderr
+def run(end: str = "return", *, distributed: bool = True, pythonpath: str = HOOK, **env) -> subprocess.CompletedProcess:
+    environ = {**os.environ, "PYTHONPATH": ":".join(p for p in (pythonpath, STANDIN_JAX, str(REPO)) if p),
+               "END": end, "STANDIN_DISTRIBUTED": "1" if distributed else "0", **env}
+    environ.pop("HPCJAX_EXIT_GUARD", None)
+    environ.update(env)
+    return subprocess.run([sys.executable, PROGRAM], capture_output=True, text=True, env=environ, timeout=30)
 
 
-@pytest.mark.parametrize("how", ["bound 0", "no hook on the path"])
-def test_without_the_guard_jaxs_shutdown_runs_to_its_end(how):
-    result = run("exit3", shutdown_s=1.5, **({"bound": "0"} if how == "bound 0" else {"pythonpath": ""}))
-    assert result.returncode == 3 and "shutdown ended" in result.stdout, result.stderr
-    assert CUT not in result.stderr
+@pytest.mark.parametrize("how", WAYS)
+def test_the_exit_status_is_bare_pythons_every_way_a_program_ends(how):
+    result = run(how)
+    assert shell_status(result.returncode) == bare(how), result.stderr
+    guarded = how not in ("os_exit5", "kill")  # they end before any exit handler
+    assert (BARRIER in result.stdout) == guarded, result.stdout
+    if guarded:  # the barrier, the drain, then JAX's own shutdown, once each
+        out = result.stdout
+        assert out.count(BARRIER) == out.count(DRAINED) == out.count(JAX_SHUTDOWN) == 1, out
+        assert out.index(BARRIER) < out.index(DRAINED) < out.index(JAX_SHUTDOWN), out
+    assert ("custom hook: ValueError" in result.stderr) == (how == "hooked")
 
 
-def test_a_process_that_never_reached_its_end_gets_jaxs_own_shutdown():
-    result = run("barrier-fails", shutdown_s=1.5)
-    assert result.returncode == 0 and "shutdown ended" in result.stdout, result.stderr
-    assert CUT not in result.stderr
+@pytest.mark.parametrize("how", ["return", "exit3", "error"])
+def test_a_process_that_is_not_distributed_is_left_alone(how):
+    result = run(how, distributed=False)
+    assert shell_status(result.returncode) == bare(how)
+    assert BARRIER not in result.stdout and DRAINED not in result.stdout
+
+
+def test_a_child_forked_after_jax_was_imported_ends_as_its_own(tmp_path):
+    """Its copy of the parent's client is not its own: its exit is not guarded, the parent's is."""
+    result = run("exit3", FORK="1")
+    assert result.returncode == 3, result.stderr
+    parent = re.search(r"the program's last line in (\d+)", result.stdout)[1]
+    assert re.findall(r"guard: barrier hpcjax/exit \(\d+ ms\) in (\d+)", result.stdout) == [parent], result.stdout
+
+
+def test_the_guard_off_and_no_hook_leave_jaxs_exit_as_it_is():
+    for result in (run("exit3", HPCJAX_EXIT_GUARD="0"), run("exit3", pythonpath="")):
+        assert result.returncode == 3 and JAX_SHUTDOWN in result.stdout and BARRIER not in result.stdout
+
+
+def test_a_process_that_never_reached_its_end_is_said_and_jaxs_shutdown_follows():
+    result = run("exit3", STANDIN_BARRIER_FAILS="1")
+    assert result.returncode == 3 and JAX_SHUTDOWN in result.stdout and DRAINED not in result.stdout
     assert ("hpcjax: process 1: not every process reached the end of its program (DEADLINE_EXCEEDED: barrier "
-            "hpcjax/exit timed out after 300000 ms); JAX's own shutdown follows, unbounded") in result.stderr
+            "hpcjax/exit timed out after 300000 ms); JAX's own shutdown follows") in result.stderr
 
 
-def test_a_program_whose_threads_work_on_is_not_exiting_yet(monkeypatch):
-    """The exit begins once the program's threads are joined: its watch (here with a 1 s floor)
-    and the guard's changes start after the thread's 1.5 s of work, not when the main thread returns."""
-    monkeypatch.setenv("HPCJAX_HANG_FLOOR", "1")
-    result = run("thread-works", shutdown_s=0)
-    assert result.returncode == 0, (result.returncode, result.stderr)
-    assert "the thread's work is done" in result.stdout and "shutdown ended" in result.stdout
+def test_work_in_flight_that_fails_is_said_and_the_status_stays_the_programs():
+    result = run("return", STANDIN_DRAIN_FAILS="1")
+    assert result.returncode == 0 and JAX_SHUTDOWN in result.stdout
+    assert "the work in flight did not finish (INTERNAL: a collective failed)" in result.stderr
+
+
+def test_a_program_whose_threads_work_on_is_not_exiting_yet():
+    """The exit begins once the program's threads are joined: the barrier comes after their work."""
+    result = run("return", THREAD_WORKS="1")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.index("the thread's work is done") < result.stdout.index(BARRIER)
 
 
 def test_the_time_limit_warning_during_the_exit_does_not_end_a_finished_program():
-    result = run("usr2", shutdown_s=0)
+    result = run("return", USR2_AT_EXIT="1")
     assert result.returncode == 0, (result.returncode, result.stderr)
-    assert "still here after the warning" in result.stdout and "shutdown ended" in result.stdout
+    assert "still here after the warning" in result.stdout and JAX_SHUTDOWN in result.stdout
 
 
-def test_the_sites_own_sitecustomize_still_runs(tmp_path):
-    (tmp_path / "sitecustomize.py").write_text("import sys\nprint('the site customized', file=sys.stderr)\n")
-    result = run("exit3", shutdown_s=60, pythonpath=f"{HOOK}:{tmp_path}")
-    assert result.returncode == 3 and "the site customized" in result.stderr and CUT in result.stderr
+def test_in_a_python_that_never_imports_jax_the_hook_changes_nothing():
+    """What a rank's children, pip or a prologue's Python see: the same modules, exit, excepthook
+    and exit handlers as without the hook; one entry on sys.meta_path, which finds nothing."""
+    probe = ("import sys, atexit, json; print(json.dumps([sorted(sys.modules), sys.exit.__module__, "
+             "sys.excepthook is sys.__excepthook__, atexit._ncallbacks(), [type(f).__name__ if not isinstance(f, type) "
+             "else f.__name__ for f in sys.meta_path]]))")
+
+    def seen(pythonpath: str) -> list:
+        env = {**os.environ, "PYTHONPATH": pythonpath}
+        import json
+
+        return json.loads(subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env,
+                                         check=True).stdout)
+
+    hooked, plain = seen(HOOK), seen("")
+    assert set(hooked[0]) - set(plain[0]) <= {"sitecustomize"}
+    assert hooked[1:4] == plain[1:4]
+    assert hooked[4] == ["_JaxFirst"] + plain[4]
+
+
+def test_the_sites_own_sitecustomize_runs_and_is_what_import_gives(tmp_path):
+    (tmp_path / "sitecustomize.py").write_text("import sys\nSITE = 'the site'\nprint('the site customized', "
+                                               "file=sys.stderr)\n")
+    env = {**os.environ, "PYTHONPATH": f"{HOOK}:{tmp_path}"}
+    result = subprocess.run([sys.executable, "-c", "import sitecustomize; print(sitecustomize.SITE)"],
+                            capture_output=True, text=True, env=env)
+    assert result.stdout.strip() == "the site" and result.stderr.count("the site customized") == 1, result.stderr
 
 
 def test_a_broken_site_sitecustomize_is_said_and_the_program_runs(tmp_path):
     (tmp_path / "sitecustomize.py").write_text("raise OSError('the site is broken')\n")
-    result = run("exit0", shutdown_s=0, pythonpath=f"{HOOK}:{tmp_path}")
-    assert result.returncode == 0 and "shutdown ended" in result.stdout
-    assert "exit guard's sitecustomize: _run_the_sites_own: OSError: the site is broken" in result.stderr
+    result = run("exit3", pythonpath=f"{HOOK}:{tmp_path}")
+    assert result.returncode == 3 and JAX_SHUTDOWN in result.stdout and BARRIER in result.stdout
+    assert "the site's own sitecustomize failed: OSError: the site is broken" in result.stderr
 
 
 def spec(**fields) -> JobSpec:
@@ -103,8 +157,7 @@ def test_the_rendered_script_puts_the_hook_first_on_the_ranks_path():
     assert f"hpcjax_exit_hook={HOOK}\nif [ -f \"$hpcjax_exit_hook/sitecustomize.py\" ]; then" in text  # else: said
     user, hook = text.index("export PYTHONPATH=/mine"), text.index('export PYTHONPATH="$hpcjax_exit_hook${PYTHONPATH:+')
     assert user < hook < text.index("srun --kill-on-bad-exit")  # the user's path kept, after the hook
-    assert f"may take {timeouts.DEFAULT_EXIT_BOUND_S} s at most" in text
-    assert HOOK not in render_sbatch(spec(env=(("HPCJAX_EXIT_BOUND", "0"),)))
+    assert HOOK not in render_sbatch(spec(env=(("HPCJAX_EXIT_GUARD", "0"),)))
 
 
 def test_a_container_gets_the_bound_copy_of_the_hook(tmp_path):
@@ -121,14 +174,20 @@ def test_a_container_gets_the_bound_copy_of_the_hook(tmp_path):
 def test_a_local_rank_gets_the_hook(tmp_path):
     env = rank_environment(spec(output_dir=str(tmp_path), env=(("PYTHONPATH", "/mine"),)), "1234", 0, 5000)
     assert env["PYTHONPATH"] == f"{HOOK}:/mine"
-    off = rank_environment(spec(output_dir=str(tmp_path), env=(("HPCJAX_EXIT_BOUND", "0"),)), "1234", 0, 5000)
+    off = rank_environment(spec(output_dir=str(tmp_path), env=(("HPCJAX_EXIT_GUARD", "0"),)), "1234", 0, 5000)
     assert HOOK not in off.get("PYTHONPATH", "")
 
 
-@pytest.mark.parametrize("value", ["ten", "-1", "1.5"])
-def test_a_bad_bound_is_refused_before_submitting(value):
-    with pytest.raises(ConfigError, match=f"HPCJAX_EXIT_BOUND='{value}' is not a whole number"):
-        timeouts.check_job_environment({"HPCJAX_EXIT_BOUND": value})
+@pytest.mark.parametrize("value", ["off", "2", "yes", " 1"])
+def test_a_bad_switch_is_refused_before_submitting(value):
+    with pytest.raises(ConfigError, match=f"HPCJAX_EXIT_GUARD='{value}' is neither 1 nor 0"):
+        timeouts.check_job_environment({"HPCJAX_EXIT_GUARD": value})
+
+
+def test_the_retired_bound_is_refused_with_what_replaced_it():
+    with pytest.raises(ConfigError, match="HPCJAX_EXIT_BOUND is no longer read") as refused:
+        timeouts.check_job_environment({"HPCJAX_EXIT_BOUND": "10"})
+    assert "HPCJAX_EXIT_GUARD=0 turns the guard off" in refused.value.hint
 
 
 def test_a_hostile_package_path_is_only_ever_a_word(tmp_path):
