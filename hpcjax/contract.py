@@ -287,11 +287,6 @@ def local_node_name(rank: int, layout: Layout) -> str:
     return f"local{layout.node_of(rank)}"
 
 
-def clamp_exit_code(code: int | None) -> int:
-    """A process exit status a shell can return: codes outside 1..255 (signals, None) become 1."""
-    return code if code is not None and 0 < code < 256 else 1
-
-
 def format_bytes(size: int) -> str:
     """A message size as the checks print it, on both sides of a job (4 KiB, 64 MiB, 1000 B)."""
     for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):

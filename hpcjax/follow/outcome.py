@@ -10,11 +10,11 @@ that were stopped after them.
 from __future__ import annotations
 
 import re
-import signal
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-from hpcjax.contract import ATTEMPT_LINE, PREFLIGHT_KEY, clamp_exit_code
+from hpcjax.contract import ATTEMPT_LINE, PREFLIGHT_KEY
+from hpcjax.statuses import shell_status, status_of
 from hpcjax.errors import JobFailed
 from hpcjax.follow import hangs
 from hpcjax.follow.ranklogs import LOCAL, RankLogs, tail_lines, triaged
@@ -29,7 +29,6 @@ SILENT = "stopped sending heartbeats (frozen, stopped by a signal, or its node l
 # "srun: error: node2: task 5: Exited with exit code 3" or "tasks 0-3: Killed".
 SRUN_TASK_ERROR = re.compile(r"srun: error: (?P<host>\S+): tasks? (?P<tasks>[\d,\-]+): (?P<what>.+)")
 SRUN_TERMINATING = "Terminating StepId"  # srun's line when it starts stopping the other ranks
-EXITED = re.compile(r"Exited with exit code (\d+)")
 STOPPED_WORDS = ("Killed", "Terminated")  # what a rank stopped by its launcher reports
 ENDED_FROM_OUTSIDE = {"CANCELLED", "TIMEOUT", "PREEMPTED", "DEADLINE"}  # states no rank caused
 
@@ -195,20 +194,10 @@ def _blame(job_id, state, events, rank_log, logs: RankLogs, job_exit_code, stopp
                    for e in own for rank in e.ranks)
     blamed = {f.rank for f in failed}
     stopped = tuple(sorted({r for e in events if e not in own for r in e.ranks} - blamed))
-    codes = [int(m[1]) for e in own if (m := EXITED.fullmatch(e.what)) and 0 < int(m[1]) < 256]
-    exit_code = codes[0] if codes else clamp_exit_code(job_exit_code)
+    codes = [code for e in own if (code := status_of(e.what))]
+    exit_code = codes[0] if codes else shell_status(job_exit_code)
     return Outcome(job_id=job_id, state=state, exit_code=exit_code, failed=failed, stopped=stopped,
                    stopped_by=stopped_by, note="" if failed else note)
-
-
-def exit_words(code: int) -> str:
-    """A process's end in srun's words."""
-    if code < 0:
-        try:
-            return f"Killed by signal {signal.Signals(-code).name}"
-        except ValueError:
-            return f"Killed by signal {-code}"
-    return f"Exited with exit code {code}"
 
 
 def preflight_failed(job_id: str, state: str, exit_code: int, attempt: dict, report: str) -> Outcome | None:

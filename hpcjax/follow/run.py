@@ -169,7 +169,9 @@ class Run:
         if not attempts:
             return ""
         return f"  attempts: {len(attempts)} ended: " + "; ".join(
-            f"{a.get('attempt')} {a.get('ended')} on {a.get('nodes')}"
+            f"{a.get('attempt')} {a.get('ended')}"
+            + (f" (exit {a['exit_code']})" if a.get("ended") == "failed" and a.get("exit_code") else "")
+            + f" on {a.get('nodes')}"
             + (f" (failed on {a['failed_node']})" if a.get("failed_node") else "")
             + (f", not retried: {a['not_retried']}" if a.get("not_retried") else "")
             + (f"; {a['preflight']}" if a.get("preflight") else "") for a in attempts)

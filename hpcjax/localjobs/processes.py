@@ -23,7 +23,8 @@ from pathlib import Path
 from hpcjax import contract, jobid
 from hpcjax.catalog import keep, records
 from hpcjax.errors import HpcjaxError
-from hpcjax.follow.outcome import Outcome, TaskEvent, analyze, exit_words
+from hpcjax.follow.outcome import Outcome, TaskEvent, analyze
+from hpcjax.statuses import exit_words
 from hpcjax.follow.run import Run, say
 from hpcjax.job.spec import JobSpec
 from hpcjax.localjobs import chains

@@ -106,7 +106,9 @@ class SlurmRun(Run):
         return self.slurm.hosts_of_ranks(status, self.num_ranks or len(self.rank_logs()))
 
     def describe(self) -> str:
-        return self._with_ending(self.status().describe())
+        attempts = self.attempts()
+        last = attempts[-1].get("exit_code") if attempts else None
+        return self._with_ending(self.status().describe(last if isinstance(last, int) else None))
 
     def as_dict(self) -> dict:
         return self._with_outcome(self.status().as_dict())
@@ -114,15 +116,17 @@ class SlurmRun(Run):
     def _finish(self, state: str) -> Outcome:
         batch = batch_log_path(self.log_dir, self.job_id)
         text = self.files.read_text(str(batch)) or ""
-        job_code = self._status.job_exit_code if self._status else 0
+        attempts = self.attempts()
+        last = (attempts or [{}])[-1]
+        # The script's own exit code where it recorded one: sacct shows codes above 128 less 128.
+        job_code = last.get("exit_code") if isinstance(last.get("exit_code"), int) else \
+            self._status.job_exit_code if self._status else 0
         outcome = analyze(self.job_id, state, srun_events(text), self._rank_log, job_exit_code=job_code,
                           note=f"no rank reported an error; last lines of {batch}:\n{tail_lines(text, 20).rstrip()}",
                           batch_log=last_attempt(text), files=self.files)
         if not text and state == "CANCELLED":  # it never started: a dependency that ended otherwise than asked?
             outcome = dataclasses.replace(outcome, note=self._not_started() or outcome.note)
-        attempts = self.attempts()
         self._keep_preflight_failures(attempts)
-        last = (attempts or [{}])[-1]
         preflight = preflight_failed(self.job_id, state, outcome.exit_code, last,
                                      str(preflight_paths(self.log_dir, self.job_id)[0]))
         outcome = preflight or outcome

@@ -12,6 +12,7 @@ from pathlib import Path
 import jinja2
 
 from hpcjax import __version__, contract, shellword, timeouts
+from hpcjax.statuses import signal_words
 from hpcjax.errors import SpecError
 from hpcjax.containers import binds
 from hpcjax.job.spec import JobSpec
@@ -183,6 +184,7 @@ def _render(template, spec: JobSpec, hold: bool = False) -> str:
         preflight_key=contract.PREFLIGHT_KEY,
         exit_hook="" if spec.container.in_container else binds.exit_hook_dir(spec),
         exit_guard_env=timeouts.EXIT_GUARD_ENV,
+        signal_statuses=sorted((words, 128 + number) for words, number in signal_words().items()),
         version=__version__,
     )
 

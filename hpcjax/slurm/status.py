@@ -43,11 +43,16 @@ class JobStatus:
     def as_dict(self) -> dict:
         return asdict(self)
 
-    def describe(self) -> str:
+    def describe(self, script_exit: int | None = None) -> str:
+        """`script_exit`: what the batch script itself says it exited with (its last attempt's
+        record), which sacct shows less 128 when it is above 128 (130, a rank's Ctrl-C, as 2:0)."""
         lines = [f"job {self.job_id} ({self.name}): {self.state}"
                  + (f" ({self.reason})" if self.state == "PENDING" and self.reason else "")]
+        code = self.exit_code
+        if script_exit is not None and script_exit > 128 and self.job_exit_code == script_exit - 128:
+            code = f"{script_exit} (sacct shows {self.exit_code}: it drops 128 from codes above 128)"
         if self.nodelist and self.nodelist != "None assigned":
-            lines.append(f"  nodes: {self.nodelist}   elapsed: {self.elapsed}   exit code: {self.exit_code}")
+            lines.append(f"  nodes: {self.nodelist}   elapsed: {self.elapsed}   exit code: {code}")
         for step in self.steps:
             lines.append(f"  step {step['JobID']}: {step['State']} exit {step['ExitCode']} "
                          f"tasks {step['NTasks']} on {step['NodeList']}")

@@ -44,12 +44,18 @@ def test_the_rank_that_failed_first_is_the_cause_and_its_code_the_exit_code(tmp_
     assert "ranks stopped by srun after the failure: 0-4,6-7" in text
 
 
-def test_a_killed_rank_without_a_code_falls_back_to_the_jobs_code():
+def test_a_killed_rank_is_128_plus_the_signal_whatever_the_jobs_code():
     events = [TaskEvent((3,), "node1", "Killed", before_stop=True)]
-    outcome = analyze("9", "FAILED", events, lambda r: Path("/nonexistent"), job_exit_code=137)
+    outcome = analyze("9", "FAILED", events, lambda r: Path("/nonexistent"), job_exit_code=9)  # srun exits 9
     assert outcome.exit_code == 137
     assert outcome.failed[0].reason == "Killed" and outcome.failed[0].log_tail == ""
-    # SLURM's 0:9 (no code, a signal) must still be a failure for the shell
+    # SLURM's 0:9 (no code, a signal): still SIGKILL's status
+    assert analyze("9", "FAILED", events, lambda r: Path("/x"), job_exit_code=0).exit_code == 137
+
+
+def test_words_that_name_no_status_fall_back_to_the_jobs_code_never_success():
+    events = [TaskEvent((3,), "node1", "Some new srun words", before_stop=True)]
+    assert analyze("9", "FAILED", events, lambda r: Path("/x"), job_exit_code=4).exit_code == 4
     assert analyze("9", "FAILED", events, lambda r: Path("/x"), job_exit_code=0).exit_code == 1
 
 

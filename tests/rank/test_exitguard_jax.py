@@ -1,0 +1,64 @@
+"""The exit guard with real multi-process JAX on the local backend (issue 48): the usual script's
+shape (tests/data/exit_stall_program.py: its last collective still in flight when it returns),
+unmodified. Without the guard the local backend's 2 x 4 job of that shape sat 156-157 s at exit in
+2 of 3 runs here (and bare `sbatch` + `srun` jobs on the dev cluster in 4 of 6: bench/exit_stall.py
+measures both); with it, each must end within 20 s of its start. And the job's exit status is the
+one bare Python gives, every way a program ends. The dev cluster's runs are in
+test_exitguard_cluster.py."""
+
+from __future__ import annotations
+
+import sys
+import time
+
+import pytest
+
+from conftest import DATA_DIR
+from hpcjax.job.spec import JobSpec, Layout
+from hpcjax.launch import submit
+from test_exitguard import WAYS, bare
+
+PROGRAM = str(DATA_DIR / "exit_stall_program.py")
+STALL_BOUND_S = 20  # the stall it removes was ~150 s; a guarded job of this shape ends in 7-10 s here
+
+pytestmark = pytest.mark.jax
+
+
+def job(tmp_path, nodes: int, gpus: int, **env):
+    spec = JobSpec(command=(sys.executable, PROGRAM), layout=Layout(nodes=nodes, gpus_per_node=gpus),
+                   output_dir=str(tmp_path / "logs"), env=tuple((k, str(v)) for k, v in env.items()),
+                   time="00:05:00")
+    return submit(spec, "local")
+
+
+def test_the_usual_shape_ends_within_seconds_of_its_start(tmp_path, hpcjax_home):
+    """2 nodes x 4 ranks per node, three jobs in a row."""
+    for _ in range(3):
+        began = time.monotonic()
+        run = job(tmp_path, 2, 4)
+        outcome = run.wait(progress=False)
+        took = time.monotonic() - began
+        assert (outcome.state, outcome.exit_code) == ("COMPLETED", 0), outcome.report()
+        assert took < STALL_BOUND_S, f"job {run.job_id} took {took:.0f} s: it stalled at exit"
+        assert all("shape (256, 256)" in run.logs(rank) for rank in run.rank_logs())
+
+
+def test_the_jobs_exit_status_is_bare_pythons_every_way_a_program_ends(tmp_path, hpcjax_home):
+    """Every process of a 2-process job ends the same way; the jobs run side by side."""
+    runs = {how: job(tmp_path / how, 1, 2, END=how) for how in WAYS}
+    for how, run in runs.items():
+        outcome = run.wait(progress=False)
+        expected = bare(how)
+        assert outcome.exit_code == expected, (how, outcome.report())
+        assert outcome.state == ("COMPLETED" if expected == 0 else "FAILED"), (how, outcome.report())
+
+
+def test_an_unmodified_script_that_hangs_at_exit_is_named_after_the_floor(tmp_path, hpcjax_home):
+    """No progress() anywhere: the exit is watched from the program's return, with the floor."""
+    run = job(tmp_path, 1, 2, HANG_AT_EXIT=1, HPCJAX_HANG_FLOOR=4, HPCJAX_HANG_CEILING=60)
+    outcome = run.wait(progress=False)
+    assert (outcome.state, outcome.exit_code) == ("FAILED", 124), outcome.report()
+    assert outcome.cause.cause == "hang" and "every rank had finished its program, then hung at exit" in \
+        outcome.cause.evidence, outcome.report()
+    assert any("its program returned" in run.logs(rank) and "it hangs at exit" in run.logs(rank)
+               for rank in run.rank_logs())
