@@ -78,6 +78,11 @@ def arm(environ=os.environ) -> bool:
     return True
 
 
+def armed() -> bool:
+    """Whether this process's exit is guarded (for a program, or a test, that wants to know)."""
+    return _armed_pid == os.getpid()
+
+
 def barrier_timeout_s(environ=os.environ) -> float:
     """How long a process that ended its program waits for the others to end theirs: the hang
     watch's floor (the exit is watched with it, and its default is JAX's own 300 s), or JAX's

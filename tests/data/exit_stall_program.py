@@ -35,6 +35,7 @@ out = jnp.dot(a.T, b)  # contracts the sharded axis: an all-reduce across every 
 work = float(os.environ.get("RANK0_WORK_S", "0"))
 if work and jax.process_index() == 0:
     time.sleep(work)  # process 0's own end (its results written) while the others have ended
-print(f"last line at {time.time():.3f}: process {jax.process_index()} of {jax.process_count()}, shape {out.shape}",
-      flush=True)
+guard = sys.modules.get("hpcjax.rank.exitguard")  # armed by the hook at `import jax`, if it is on the path
+print(f"last line at {time.time():.3f}: process {jax.process_index()} of {jax.process_count()}, shape {out.shape}, "
+      f"guard armed: {bool(guard and guard.armed())}", flush=True)
 end(os.environ.get("END", "return"))

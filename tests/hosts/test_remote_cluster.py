@@ -38,8 +38,17 @@ def write_job(repo, version: str) -> None:
         f"print('version {version} rank', os.environ['SLURM_PROCID'], open('data/words.txt').read().strip(),\n"
         "      'scratch shipped' if os.path.exists('scratch') else 'scratch left behind', flush=True)\n"
         "print('hpcjax from', os.path.dirname(hpcjax.__file__), flush=True)\n"
-        "import sys, sitecustomize\n"  # the exit guard's hook (hpcjax.rank.exitguard), from the shipped hpcjax
-        "print('exit guard', 'hpcjax.rank.exitguard' in sys.modules, 'hook from', sitecustomize.__file__, flush=True)\n")
+        "import sys, jax, sitecustomize\n"  # `import jax` arms the exit guard: its hook is the shipped hpcjax's
+        "from hpcjax.rank import exitguard\n"
+        "print('exit guard', exitguard.armed(), 'from', exitguard.__file__, 'site', sitecustomize.__file__, flush=True)\n"
+        # the usual script's end (issue 48): a collective still in flight when the program returns
+        "import numpy as np, jax.numpy as jnp\n"
+        "from jax.experimental import multihost_utils\n"
+        "from jax.sharding import Mesh, PartitionSpec as P\n"
+        "jax.distributed.initialize()\n"
+        "a = multihost_utils.host_local_array_to_global_array(np.ones((64, 256), np.float32),\n"
+        "                                                     Mesh(np.array(jax.devices()), ('x',)), P('x'))\n"
+        "print('shape', jnp.dot(a.T, a).shape, flush=True)\n")
 
 
 def sent(stderr: str) -> tuple[int, int]:
@@ -63,8 +72,12 @@ def test_submit_from_a_laptop_ships_the_tree_runs_its_snapshot_and_follows_it(la
         assert f"[rank {rank} {node}] version 1 rank {rank} hello from the laptop scratch left behind" in logs.stdout
     shipped = re.findall(r"hpcjax from (\S+)", logs.stdout)
     assert shipped and all(p.startswith("/home/") and "/hpcjax-tests/" in p for p in shipped), logs.stdout
-    hooks = re.findall(r"exit guard True hook from (\S+)", logs.stdout)
-    assert sorted(hooks) == sorted(f"{p}/rank/exithook/sitecustomize.py" for p in shipped), logs.stdout
+    guards = re.findall(r"exit guard True from (\S+) site (\S+)", logs.stdout)
+    assert sorted(guard for guard, _ in guards) == sorted(f"{p}/rank/exitguard.py" for p in shipped), logs.stdout
+    assert all(site == "/usr/lib/python3.11/sitecustomize.py" for _, site in guards)  # the cluster's own, chained
+    assert logs.stdout.count("shape (256, 256)") == 2, logs.stdout
+    elapsed = json.loads(run_hpcjax("status", job, "--json", cwd=repo).stdout)["elapsed"]
+    assert elapsed < "00:01:00", elapsed  # a stalled exit alone is ~155 s (tests/rank/test_exitguard_cluster.py)
 
     # One changed file: only it is sent. The job waits 5 s in the queue; the laptop's copy is
     # edited meanwhile, and the job runs what was submitted.

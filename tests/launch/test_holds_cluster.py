@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from conftest import run_hpcjax
+from conftest import DATA_DIR, run_hpcjax
 from support import MODEL
 
 pytestmark = pytest.mark.cluster
@@ -75,8 +75,14 @@ def test_jobs_run_one_after_another_in_a_hold_that_outlives_them_until_its_time_
         time.sleep(0.2)
     assert state == "CANCELLED"
 
-    after = run_hpcjax("submit", "--on", name, "--nodes", "1", "--wait", "--", *WHERE, cwd=tmp_path)
+    # The usual script's end (issue 48), its last collective in flight: the guard is armed in every rank.
+    began = time.monotonic()
+    after = run_hpcjax("submit", "--on", name, "--nodes", "2", "--wait", "--", sys.executable,
+                       str(DATA_DIR / "exit_stall_program.py"), cwd=tmp_path)
     assert after.returncode == 0 and after.stdout.strip() == f"{held}.s4", after.stderr
+    assert time.monotonic() - began < 60  # a stalled exit alone is ~155 s (tests/rank/test_exitguard_cluster.py)
+    logs = run_hpcjax("logs", f"{held}.s4", cwd=tmp_path).stdout
+    assert logs.count("shape (256, 256), guard armed: True") == 2, logs
     assert squeue(held) == f"{held} RUNNING"
     listed = json.loads(run_hpcjax("holds", "--json", cwd=tmp_path).stdout)
     assert [(h["name"], h["job_id"], h["state"], h["nodes"]) for h in listed] == [(name, held, "RUNNING", "node[1-2]")]
