@@ -1,4 +1,4 @@
-"""Training speed on this machine's CPU, 8 emulated devices in one process.
+"""Training speed in one process: 8 emulated devices on this machine's CPU, or its GPUs (HPCJAX_GPUS_PER_PROCESS).
 
 Prints, all measured in this run:
 - tokens per second per strategy (dp, fsdp, tp, fsdp_tp), through hpcjax's train step;
@@ -87,7 +87,7 @@ def main() -> None:
     initialize()
     peak = matmul_peak()
     train_tokens, _ = data.load_corpus(2 << 20)
-    print(f"{jax.device_count()} CPU devices; measured matmul peak {peak / 1e9:.1f} GFLOP/s (all devices)")
+    print(f"{jax.device_count()} {jax.devices()[0].platform.upper()} devices; measured matmul peak {peak / 1e9:.1f} GFLOP/s (all devices)")
     print(f"{'strategy':<9} {'tokens/s':>10} {'loop ms/step':>13} {'placed ms/step':>15} {'fused ms/step':>14} "
           f"{'loop/fused':>11} {'placed/fused':>13} {'MFU':>7}")
     for strategy in ("dp", "fsdp", "tp", "fsdp_tp"):
