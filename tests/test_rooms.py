@@ -16,7 +16,8 @@ from conftest import REPO
 
 PACKAGE = REPO / "hpcjax"
 SHARED = {"hpcjax", "hpcjax.errors", "hpcjax.contract", "hpcjax.validate", "hpcjax.rundir", "hpcjax.shellword",
-          "hpcjax.timeouts", "hpcjax.jsonlines", "hpcjax.jobid", "hpcjax.nodelist", "hpcjax.preflight_rules"}
+          "hpcjax.timeouts", "hpcjax.jsonlines", "hpcjax.jobid", "hpcjax.nodelist", "hpcjax.preflight_rules",
+          "hpcjax.statuses"}
 STDLIB = set(sys.stdlib_module_names)
 # The container runtimes' table: standard library only, so the rank side may read it.
 RUNTIME_TABLE = {"hpcjax.containers.table", "hpcjax.containers.binds", "hpcjax.containers.runtimes"}

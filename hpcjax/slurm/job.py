@@ -118,9 +118,10 @@ class SlurmRun(Run):
         text = self.files.read_text(str(batch)) or ""
         attempts = self.attempts()
         last = (attempts or [{}])[-1]
-        # The script's own exit code where it recorded one: sacct shows codes above 128 less 128.
-        job_code = last.get("exit_code") if isinstance(last.get("exit_code"), int) else \
-            self._status.job_exit_code if self._status else 0
+        # A failed job's code as its script recorded it: sacct shows codes above 128 less 128. (A
+        # job ended from outside, cancelled or out of time, keeps SLURM's: its ranks were stopped.)
+        recorded = last.get("exit_code") if state == "FAILED" else None
+        job_code = recorded if isinstance(recorded, int) else self._status.job_exit_code if self._status else 0
         outcome = analyze(self.job_id, state, srun_events(text), self._rank_log, job_exit_code=job_code,
                           note=f"no rank reported an error; last lines of {batch}:\n{tail_lines(text, 20).rstrip()}",
                           batch_log=last_attempt(text), files=self.files)

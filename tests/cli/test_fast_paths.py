@@ -23,7 +23,8 @@ COMMON = {"hpcjax", "hpcjax.cli", "hpcjax.cli.options", "hpcjax.contract", "hpcj
           "hpcjax.containers.table",
           "hpcjax.hosts", "hpcjax.hosts.files", "hpcjax.hosts.here", "hpcjax.hosts.ssh"}
 FOLLOW = {"hpcjax.follow", "hpcjax.follow.hangs", "hpcjax.follow.outcome", "hpcjax.follow.ranklogs",
-          "hpcjax.follow.run", "hpcjax.follow.stacks", "hpcjax.follow.triage", "hpcjax.jsonlines", "hpcjax.rundir"}
+          "hpcjax.follow.run", "hpcjax.follow.stacks", "hpcjax.follow.triage", "hpcjax.jsonlines", "hpcjax.rundir",
+          "hpcjax.statuses"}
 CATALOG = {"hpcjax.catalog", "hpcjax.catalog.db", "hpcjax.catalog.keep", "hpcjax.catalog.records"}
 LOCAL = {"hpcjax.backends", "hpcjax.backends.local", "hpcjax.localjobs", "hpcjax.localjobs.chains",
          "hpcjax.localjobs.environment", "hpcjax.localjobs.processes", "hpcjax.localjobs.queue"}
@@ -31,7 +32,8 @@ JOB_VERBS = {"hpcjax.cli.jobs", "hpcjax.cli.kinds", "hpcjax.cli.outputs", "hpcja
              "hpcjax.hosts.cluster", "hpcjax.launch"}
 ALLOWED = {
     "render": COMMON | {"hpcjax.cli.jobs", "hpcjax.cli.kinds", "hpcjax.cli.outputs", "hpcjax.job.profiles",
-                        "hpcjax.job.sweeps", "hpcjax.hosts.cluster", "hpcjax.slurm", "hpcjax.slurm.script"},
+                        "hpcjax.job.sweeps", "hpcjax.hosts.cluster", "hpcjax.slurm", "hpcjax.slurm.script",
+                        "hpcjax.statuses"},
     "runs": COMMON | FOLLOW | CATALOG | LOCAL | {"hpcjax.cli.runs"},
     "status": COMMON | FOLLOW | CATALOG | LOCAL | JOB_VERBS,
     "logs": COMMON | FOLLOW | CATALOG | LOCAL | JOB_VERBS,

@@ -49,7 +49,7 @@ def test_a_failing_rank_is_named_with_its_node_and_the_others_stopped(tmp_path, 
 
 def test_a_rank_killed_by_a_signal_is_reported_as_such(tmp_path, hpcjax_home):
     outcome = submit(spec(tmp_path, "kill"), "local").wait(progress=False)
-    assert outcome.state == "FAILED" and outcome.exit_code == 1
+    assert outcome.state == "FAILED" and outcome.exit_code == 137  # 128 + SIGKILL, as a shell says
     assert [(f.rank, f.host, f.reason) for f in outcome.failed] == [(1, "local0", "Killed by signal SIGKILL")]
 
 
