@@ -13,7 +13,9 @@ from dataclasses import dataclass
 
 from hpcjax.errors import UsageError
 
-PATTERN = re.compile(r"(?P<job>\d+)(?:_(?P<task>\d+))?(?:\+(?P<component>\d+))?(?:\.(?P<step>[A-Za-z0-9_]+))?")
+# SLURM's ids are 32-bit (10 digits); the local backend's are 13; a longer number is no job's.
+PATTERN = re.compile(r"(?P<job>\d{1,19})(?:_(?P<task>\d{1,10}))?(?:\+(?P<component>\d{1,10}))?"
+                     r"(?:\.(?P<step>[A-Za-z0-9_]{1,32}))?")
 FORM = "a job id is a number, e.g. 1234, an array element's, e.g. 1234_3, or a held allocation's step, e.g. 1234.s2"
 HOLD_STEP = re.compile(r"s[1-9]\d*")  # the step part of a job run inside a hold
 
@@ -46,7 +48,8 @@ def parse(text) -> JobId | None:
 def check(text, what: str = "job id") -> str:
     """A job or an array element, as a user names one (no step, no component): else UsageError."""
     if not is_element(text):
-        raise UsageError(f"invalid {what} {text!r}", FORM)
+        shown = repr(text) if len(str(text)) <= 60 else f"{str(text)[:40]!r}... ({len(str(text))} characters)"
+        raise UsageError(f"invalid {what} {shown}", FORM)
     return str(text)
 
 

@@ -20,6 +20,7 @@ are each in no other slow pair (or a job of two nodes) names no node: it is said
 
 from __future__ import annotations
 
+import math
 import statistics
 from dataclasses import dataclass
 
@@ -48,9 +49,9 @@ class Floors:
                 values[key] = float(text)
             except ValueError:
                 values[key] = -1.0
-            if not values[key] >= 0 or (key == "ratio" and values[key] > 1):
-                raise ConfigError(f"{name}={text!r} is not a number of at least 0" + (" and at most 1" if key == "ratio"
-                                                                                       else ""),
+            if not 0 <= values[key] < math.inf or (key == "ratio" and values[key] > 1):
+                raise ConfigError(f"{name}={text!r} is not a finite number of at least 0"
+                                  + (" and at most 1" if key == "ratio" else ""),
                                   f"e.g. --env {name}={DEFAULTS[key]:g}")
         return cls(**values)
 

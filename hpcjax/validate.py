@@ -36,12 +36,26 @@ def require_text(name: str, value: object, *, spaces: bool = True, error=UsageEr
     if not isinstance(value, str) or not value:
         raise error(f"{name} must be a non-empty string, got {value!r}", f"give {name} a value or leave it out",
                     field=name)
+    require_utf8(name, value, error)
     if any(ord(c) < 32 or ord(c) == 127 for c in value):
         raise error(f"{name} contains a control character (newline, tab, ...): {value!r}",
                     f"write {name} on one line without control characters", field=name)
     if not spaces and " " in value:
         raise error(f"{name} contains a space: {value!r}", f"SLURM {name} names never contain spaces; check the "
                     "spelling", field=name)
+
+
+def require_utf8(name: str, value: str, error=UsageError) -> None:
+    """A value from argv or the environment that held bytes which are not UTF-8 (Python keeps them as
+    surrogates): no script, record or JSON can carry it."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as err:
+        bad = value[err.start].encode("utf-8", "surrogateescape")
+        shown = value.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+        raise error(f"{name} '{shown}' is not UTF-8 text (byte {bad.hex(' ')} at {err.start})",
+                    "write it in UTF-8: a terminal, file or directory name in another encoding (e.g. Latin-1) "
+                    "gives such bytes", field=name) from None
 
 
 def read_text(path, what: str, error=UsageError) -> str:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from hpcjax.api import folder
 from hpcjax.api.configs import Data
-from hpcjax.errors import HpcjaxError
+from hpcjax.errors import HpcjaxError, UsageError
 
 
 class RemoteError(HpcjaxError):
@@ -68,17 +68,35 @@ def prepare(calls_root: Path, function, arguments: list[tuple[tuple, dict]], ses
             sys_path: list[str] | None = None) -> Path:
     """The call folder: the caller's import path (this process's, unless given), and one
     pickled call per element."""
-    from submitit.core.utils import DelayedSubmission
-
+    pickles = pickled(function, arguments)  # before anything is written: none is left half made
     call_dir = calls_root / f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:8]}"
     call_dir.mkdir(parents=True)
     if sys_path is None:
         sys_path = [os.path.abspath(p or ".") for p in sys.path]
     folder.write_meta(call_dir, {"sys_path": sys_path, "session": session})
-    for element, (args, kwargs) in enumerate(arguments):
+    for element, data in enumerate(pickles):
         folder.element_dir(call_dir, element).mkdir()
-        DelayedSubmission(function, *args, **kwargs).dump(folder.call_pickle(call_dir, element))
+        folder.call_pickle(call_dir, element).write_bytes(data)
     return call_dir
+
+
+def pickled(function, arguments: list[tuple[tuple, dict]]) -> list[bytes]:
+    """Each element's call as submitit pickles it (its DelayedSubmission, through cloudpickle);
+    UsageError naming the element when one cannot be."""
+    import cloudpickle
+    from submitit.core.utils import DelayedSubmission
+
+    found = []
+    for element, (args, kwargs) in enumerate(arguments):
+        try:
+            found.append(cloudpickle.dumps(DelayedSubmission(function, *args, **kwargs)))
+        except Exception as error:  # pickle's errors are many (TypeError, PicklingError, AttributeError, ...)
+            where = f"element {element}'s arguments" if len(arguments) > 1 else "the arguments"
+            raise UsageError(f"{getattr(function, '__name__', 'the function')} or {where} cannot be sent to the "
+                             f"job: {type(error).__name__}: {error}",
+                             "pass what pickles (numbers, strings, arrays, files as paths or hpcjax.Data); open "
+                             "files, locks, sockets and generators do not: make them inside the function") from None
+    return found
 
 
 def stage_dependencies(call_dir: Path) -> None:

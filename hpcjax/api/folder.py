@@ -2,7 +2,7 @@
 and where each rank leaves its result. One owner for the names both sides read.
 
     <calls>/<call id>/call.json              the caller's import path, the run's session
-    <calls>/<call id>/deps/                  submitit, cloudpickle (container jobs only)
+    <calls>/<call id>/deps/                  submitit, cloudpickle (in a container, and from a laptop)
     <calls>/<call id>/<element>/call.pkl     submitit's DelayedSubmission (cloudpickle)
     <calls>/<call id>/<element>/rank<R>.pkl  ("success", value) or ("error", traceback,
                                              pickled exception or None, {"rank", "host"})

@@ -64,6 +64,10 @@ class RemoteFunction:
         anything else is the one argument): a SLURM job array, or on the local backend jobs
         one after another, at most `max_parallel` at once; in a hold (`on=`), one job per element,
         queued in order. Returns the handles in order."""
+        if isinstance(arguments, (str, bytes, dict)) or not hasattr(arguments, "__iter__"):
+            raise UsageError(f"map() takes a list of arguments, one per job, got {type(arguments).__name__}: "
+                             f"{arguments!r:.60}", "pass a list: f.map([1, 2, 3]), or f.map(range(4)); a single call "
+                             "is f(x)")
         elements = [(a if isinstance(a, tuple) else (a,), {}) for a in arguments]
         if not elements:
             raise UsageError("map() was given no arguments", "pass a non-empty list: f.map([1, 2, 3])")
@@ -83,7 +87,9 @@ class RemoteFunction:
 
 
 class cancel_on_interrupt:
-    """Ctrl-C while a caller waits: cancel the jobs, say so, and let the interrupt go on."""
+    """Ctrl-C while a caller waits: cancel the jobs, say so, and let the interrupt go on, as a
+    KeyboardInterrupt that names them and carries none of hpcjax's frames of the wait (the
+    caller's script still ends on it, or its notebook cell)."""
 
     def __init__(self, handles: list) -> None:
         self.handles = handles
@@ -99,4 +105,6 @@ class cancel_on_interrupt:
                     say(f"interrupted: cancelled job {handle.job_id}")
                 except Exception as error:  # one that had already ended: nothing to cancel
                     say(f"interrupted: job {getattr(handle, 'job_id', '?')} not cancelled ({error})")
+            ids = ", ".join(str(getattr(handle, "job_id", "?")) for handle in self.handles)
+            raise KeyboardInterrupt(f"interrupted while waiting for job {ids}, which was cancelled") from None
         return False

@@ -59,6 +59,10 @@ class CallStage:
     element: str  # the worker's element argument: a number, or "array"
     call_dir: Path | PurePosixPath | None = None
 
+    def check(self) -> None:
+        """The check step's part: the function and every element's arguments pickle."""
+        calls.pickled(self.function, self.arguments)
+
     def write(self, sub, home: str | None) -> None:
         """Here (home None) in the storage directory; there, staged in a temporary directory and sent."""
         if home is None:

@@ -11,7 +11,6 @@ with 1, so srun (or the local backend) stops the others at once.
 
 from __future__ import annotations
 
-import importlib.util
 import inspect
 import os
 import sys
@@ -68,8 +67,9 @@ def main(argv: list[str]) -> int:
         entry = os.path.abspath(entry)  # relative: in the job's snapshot of the caller's tree
         if entry not in sys.path:
             sys.path.append(entry)
-    if importlib.util.find_spec("submitit") is None:  # a stock image: the copies staged beside the call
-        sys.path.append(str(Path(call_dir) / folder.DEPS))
+    staged = Path(call_dir) / folder.DEPS
+    if staged.is_dir():  # the caller's own copies: a call pickled by its cloudpickle unpickles only with it
+        sys.path.insert(0, str(staged))  # (a cluster's older site-packages copy would otherwise shadow them)
     # Imported here: the rank side starts only once the call is known to be readable.
     import cloudpickle
     from submitit.core.utils import DelayedSubmission, cloudpickle_dump, temporary_save_path
@@ -90,6 +90,12 @@ def main(argv: list[str]) -> int:
         value = DelayedSubmission.load(folder.call_pickle(call_dir, element)).result()
         outcome = ("success", value if rank == 0 else None)
         code = 0
+    except SystemExit as stop:  # sys.exit() in the function: the job ends with its status, as Python's would
+        code = 0 if stop.code is None else stop.code if isinstance(stop.code, int) else 1
+        text = (f"SystemExit: {stop.code!r} (the function called sys.exit instead of returning: no value came "
+                "back)")
+        print(text, file=sys.stderr, flush=True)
+        outcome = ("error", text, None, {"rank": rank, "host": contract.node_name()})
     except Exception as error:  # the caller gets it, with the rank and node it happened on
         text = user_traceback(error)
         print(text, file=sys.stderr, flush=True)

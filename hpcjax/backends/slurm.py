@@ -41,6 +41,8 @@ class SlurmBackend(Backend):
             asks.update(after_accounting=commands.states(jobs), after_queue=commands.queue_ids(jobs))
         if sub.spec.array:
             asks["config"] = commands.config()
+        if sub.spec.exclude and not sub.spec.on:
+            asks["nodes"] = commands.node_names(sub.spec.partition)
         return {"programs": ["sbatch"], "paths": ([image] if image else []) + sources + there, "commands": asks}
 
     def check(self, sub, probe) -> None:
@@ -58,16 +60,42 @@ class SlurmBackend(Backend):
                                 "--backend local")
         known = {line.split("|")[0].strip() for name in ("after_accounting", "after_queue")
                  for line in probe.answer(name)[1].splitlines() if line.strip()}
+        ended = {parts[0].strip(): parts[1].split()[0] for line in probe.answer("after_accounting")[1].splitlines()
+                 if len(parts := line.split("|")) > 1 and parts[1].strip()}
+        queued = {line.strip() for line in probe.answer("after_queue")[1].splitlines() if line.strip()}
         for job, when in sub.spec.after:
             if job not in known:
                 raise UsageError(f"--after {job}:{when}: SLURM on {where} knows no job {job}",
                                  "give the id `hpcjax submit` printed (`hpcjax runs` lists them); SLURM would drop a "
                                  "dependency on an unknown job and start this one at once")
+            state = ended.get(job, "")
+            if when == "ok" and job not in queued and state in FINISHED_STATES and state != "COMPLETED":
+                raise UsageError(f"--after {job}:ok: job {job} has already ended {state}, so this job could never "
+                                 "start (SLURM would cancel it at once)",
+                                 f"run it after any ending with --after {job}:any, fix and rerun job {job} first, "
+                                 "or drop --after")
+        self._check_excluded(sub, probe)
         most = controller.config_values(probe.answer("config")[1]).get("MaxArraySize", "")
         if sub.spec.array and most.isdigit() and sub.spec.array > int(most) - 1:
             raise UsageError(f"the job array has {sub.spec.array} elements; SLURM on {where} takes at most "
                              f"{int(most) - 1} (MaxArraySize = {most})",
                              "sweep fewer values, or split the sweep into several submissions")
+
+    def _check_excluded(self, sub, probe) -> None:
+        """A job whose excluded nodes (--exclude, a profile's, the nodes a preflight failed lately)
+        leave fewer than it needs could never start: SLURM would keep it pending for ever."""
+        code, text = probe.answer("nodes")
+        nodes = sorted({line.strip() for line in text.splitlines() if line.strip()})
+        if not sub.spec.exclude or code != 0 or not nodes:
+            return
+        left = [node for node in nodes if node not in sub.spec.exclude]
+        needed = sub.spec.layout.nodes + sub.spec.spares
+        if len(left) < needed:
+            where = f"partition {sub.spec.partition}" if sub.spec.partition else sub.cluster.name
+            raise UsageError(f"the job needs {needed} node(s), and excluding {', '.join(sub.spec.exclude)} leaves "
+                             f"{len(left)} of the {len(nodes)} on {where}" + (f" ({', '.join(left)})" if left else ""),
+                             "exclude fewer nodes (--exclude, the profile's exclude, avoid_failed_hours), or ask for "
+                             f"fewer: --nodes {max(1, len(left) - sub.spec.spares)}")
 
     def _check_paths(self, sub, probe) -> None:
         """The image and the bind sources exist where the job is submitted (on a cluster: there);

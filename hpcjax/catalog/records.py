@@ -108,12 +108,26 @@ def update(job_id: str, **changes) -> None:
     save(job_id, {**(load(job_id) or {}), **changes})
 
 
+PSEUDO_ROOTS = ("/proc", "/sys", "/dev")  # the kernel's own trees (/dev/shm, a tmpfs, is a file system)
+
+
+def pseudo_file_system(path) -> str:
+    """The kernel tree (/proc, /sys, /dev) a path lies in, or ''."""
+    resolved = os.path.realpath(path)
+    if resolved == "/dev/shm" or resolved.startswith("/dev/shm/"):
+        return ""
+    return next((root for root in PSEUDO_ROOTS if resolved == root or resolved.startswith(root + "/")), "")
+
+
 def require_writable() -> None:
     """Refuse to submit when the records cannot be written: a job without its record is lost to
     `status`, `runs`, `fetch` and `relaunch` (and a local job to its own follower)."""
     directory = records_dir()
     existing = next(p for p in (directory, *directory.parents) if p.exists() or p == Path(p.anchor))
     why = "" if existing.is_dir() else f"{existing} is not a directory"
+    kernel = pseudo_file_system(directory)
+    if kernel:  # root may "write" there, and the record is lost: the kernel's own files
+        why = f"{kernel} is the kernel's, not a file system for files"
     if not why and not os.access(existing, os.W_OK | os.X_OK):  # made only when the first record is written
         why = f"{existing} is not writable"
     if why:

@@ -80,14 +80,56 @@ def split_command(argv: list[str]) -> tuple[list[str], list[str] | None]:
     return argv[:at], argv[at + 1:]
 
 
+class OutputError(HpcjaxError):
+    """What a verb printed could not be written: a full disk, a closed or broken descriptor."""
+
+
+class Output:
+    """The verbs' stdout: a write that fails says why in one line (OutputError), not a traceback; a
+    closed stdout (`hpcjax runs >&-`) is one that fails to write, as a shell's `echo` says."""
+
+    def __init__(self, stream) -> None:
+        self.stream = stream
+
+    def _do(self, what: str, *args):
+        if self.stream is None:
+            raise OutputError("cannot write the output: standard output is closed",
+                              "run it with its output going somewhere (a terminal, a file, a pipe)")
+        try:
+            return getattr(self.stream, what)(*args)
+        except BrokenPipeError:
+            raise
+        except (OSError, ValueError) as err:
+            said = getattr(err, "strerror", None) or str(err)
+            raise OutputError(f"cannot write the output: {said}", "write it where there is room and you may "
+                              "write (`> FILE` on another file system, or a pipe)") from None
+
+    def write(self, text: str):
+        return self._do("write", text)
+
+    def flush(self):
+        return self._do("flush")
+
+    def __getattr__(self, name: str):
+        return getattr(self.stream, name)
+
+
 def main(argv: list[str] | None = None) -> int:
     options, command = split_command(list(sys.argv[1:] if argv is None else argv))
+    real = sys.stdout
+    sys.stdout = Output(real)
     try:
         options = join_dashed_values(options)
         args = build_parser(verb_of(options)).parse_args(options)
         if command is not None and not args.takes_command:
             raise UsageError(f"`hpcjax {args.verb}` takes no command after --", f"see `hpcjax {args.verb} --help`")
-        return args.run(args, command or [])
+        code = args.run(args, command or [])
+        sys.stdout.flush()  # here, where a failure is said: not at the interpreter's exit
+        return code
+    except OutputError as err:
+        print(f"error: {err.message}\n\nhint: {err.hint}", file=sys.stderr)
+        output_gone(real)
+        return 1
     except HpcjaxError as err:
         print(f"error: {err.message}", file=sys.stderr)
         if err.hint:
@@ -98,17 +140,30 @@ def main(argv: list[str] | None = None) -> int:
         return ended(130)
     except BrokenPipeError:  # `hpcjax logs JOB | head`: the reader has what it wanted
         return reader_gone()
+    finally:
+        sys.stdout = real
 
 
 def reader_gone() -> int:
     """The shell's status of a writer whose pipe closed (128 + SIGPIPE), without a traceback: the
     pipe's remaining buffered output goes nowhere instead of failing again at exit."""
+    output_gone(sys.stdout)
+    return 141
+
+
+def output_gone(stream) -> None:
+    """What is still buffered for stdout goes nowhere: the interpreter's exit would fail to flush it
+    again, with a traceback of its own."""
     import os
 
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, sys.stdout.fileno())
-    os.close(devnull)
-    return 141
+    if stream is None:
+        return
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, stream.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass
 
 
 def ended(code: int) -> int:

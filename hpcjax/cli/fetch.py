@@ -98,6 +98,14 @@ def cmd_fetch(args: argparse.Namespace, command: list[str]) -> int:
     if args.to is not None and (not args.to.strip() or Path(args.to).exists() and not Path(args.to).is_dir()):
         raise UsageError(f"--to {args.to!r} is not a directory" + (" (it is a file)" if args.to.strip() else ""),
                          "give a directory (made if it does not exist), e.g. --to runs-back")
+    if args.to is not None:
+        from hpcjax.catalog.records import pseudo_file_system
+        from hpcjax.validate import require_utf8
+
+        require_utf8("--to", args.to)
+        if pseudo_file_system(args.to):
+            raise UsageError(f"--to {args.to!r} is in {pseudo_file_system(args.to)}, the kernel's tree, not a file system",
+                             "give a directory for files (made if it does not exist), e.g. --to runs-back")
     landed, said = fetch_target(args, Path(args.to) if args.to else None, args.checkpoints)
     print(f"fetched {said}", file=sys.stderr)
     print(landed.resolve())

@@ -31,26 +31,32 @@ def cmd_hold(args: argparse.Namespace, command: list[str]) -> int:
     if command:
         raise UsageError("`hpcjax hold` holds an allocation and takes no command",
                          f"run one in it afterwards: hpcjax submit --on {args.name} -- COMMAND")
-    from hpcjax.job.spec import HOLD_NAME
-
-    if not HOLD_NAME.fullmatch(args.name):
-        raise UsageError(f"invalid hold name {args.name!r}", "letters, digits, _ . - (at most 64), e.g. --name dev")
+    check_name(args.name, "--name")
     values = merged_options(args)
     spec = spec_from_args(args, ["hpcjax-hold"], values)
     for key, hint in NOT_FOR_A_HOLD:
         if getattr(spec, key):
             raise UsageError(f"--{key} cannot be used with `hpcjax hold`", hint)
-    spec = dataclasses.replace(spec, job_name=args.name)
+    if not values.get("job_name"):  # SLURM's name for it: -J (or a profile's), else the hold's own
+        spec = dataclasses.replace(spec, job_name=args.name)
     cluster = cluster_from_args(args, values)
-    if any(h.name == args.name and not holds.ended(h, cluster) for h in holds.holds(cluster)):
-        raise UsageError(f"a hold named {args.name!r} is up already", f"use it (--on {args.name}), release it "
-                         f"(hpcjax release {args.name}), or give another --name")
-    sub = submission_of(args, spec, values, cluster, ship_code=False, hold=True,
-                        announce=lambda job_id: print(job_id, flush=True))
-    [run] = steps.submit(sub)
+    with holds.naming(args.name, cluster):  # two `hold --name X` at once: the second sees the first
+        if any(h.name == args.name and not holds.ended(h, cluster) for h in holds.holds(cluster)):
+            raise UsageError(f"a hold named {args.name!r} is up already", f"use it (--on {args.name}), release it "
+                             f"(hpcjax release {args.name}), or give another --name")
+        sub = submission_of(args, spec, values, cluster, ship_code=False, hold=True,
+                            announce=lambda job_id: print(job_id, flush=True))
+        [run] = steps.submit(sub)
     if args.no_wait:
         return 0
     return wait_ready(run, args.name, sub)
+
+
+def check_name(name: str, flag: str) -> None:
+    from hpcjax.job.spec import HOLD_NAME, HOLD_NAME_HINT
+
+    if not HOLD_NAME.fullmatch(name):
+        raise UsageError(f"invalid hold name {name!r}", HOLD_NAME_HINT.replace("--name", flag))
 
 
 def wait_ready(run, name: str, sub) -> int:
@@ -110,11 +116,12 @@ def listing(cluster) -> list[dict]:
 
 
 def _left(limit_s: int | None, elapsed: str) -> str:
-    from hpcjax.job.spec import format_walltime, parse_walltime
+    from hpcjax.job.spec import format_walltime
+    from hpcjax.slurm.status import elapsed_seconds
 
     if not limit_s:
         return "unlimited"
-    return format_walltime(max(0, limit_s - (parse_walltime(elapsed or "0") or 0)))
+    return format_walltime(max(0, limit_s - elapsed_seconds(elapsed)))
 
 
 def cmd_holds(args: argparse.Namespace, command: list[str]) -> int:
@@ -137,6 +144,7 @@ def cmd_holds(args: argparse.Namespace, command: list[str]) -> int:
 def cmd_release(args: argparse.Namespace, command: list[str]) -> int:
     from hpcjax.slurm import commands, controller, holds
 
+    check_name(args.name, "release")
     cluster = cluster_from_args(args)
     hold = holds.find(args.name, cluster)
     if holds.ended(hold, cluster):

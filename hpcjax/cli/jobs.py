@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -181,6 +182,17 @@ def cmd_status(args: argparse.Namespace, command: list[str]) -> int:
     return 0
 
 
+# Control characters a terminal acts on (escape sequences that move the cursor, retitle the window,
+# or write the clipboard; backspace, bell, ...), but not tab, newline and a progress bar's carriage
+# return: shown as \x.. instead.
+CONTROLS = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+
+
+def visible(text: str) -> str:
+    """A job's log text as a terminal should show it: its control characters written out."""
+    return CONTROLS.sub(lambda match: f"\\x{ord(match.group()):02x}", text)
+
+
 def cmd_logs(args: argparse.Namespace, command: list[str]) -> int:
     from hpcjax.launch import attach
 
@@ -188,12 +200,13 @@ def cmd_logs(args: argparse.Namespace, command: list[str]) -> int:
         raise UsageError("--tail and --follow together", "--follow streams each log from its start; "
                          "drop --tail, or use --tail without --follow")
     run = attach(args.job_id, cluster_from_args(args))
+    shown = visible if sys.stdout.isatty() else str  # a terminal does what a log's escape sequences say
     if not args.follow:
-        run.write_logs(sys.stdout.write, rank=args.rank, tail=args.tail)
+        run.write_logs(lambda text: sys.stdout.write(shown(text)), rank=args.rank, tail=args.tail)
         return 0
 
     def write(text: str) -> None:
-        sys.stdout.write(text)
+        sys.stdout.write(shown(text))
         sys.stdout.flush()
 
     try:

@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 
+from hpcjax.cli import kinds
 from hpcjax.cli.options import add_cluster_options, cluster_from_args, merged_options, takes_command
 from hpcjax.errors import HpcjaxError, UsageError
 
@@ -118,6 +119,6 @@ def add_node_shell_verbs(sub) -> None:
 
     jupyter = sub.add_parser("jupyter", help="a Jupyter server on a held allocation's first node, tunnelled here")
     jupyter.add_argument("--on", required=True, metavar="HOLD", help="the hold (`hpcjax holds` lists them)")
-    jupyter.add_argument("--port", type=int, default=8888, help="its port there and here (default 8888)")
+    jupyter.add_argument("--port", type=kinds.port, default=8888, help="its port there and here (default 8888)")
     add_cluster_options(jupyter, profile_file=True)
     jupyter.set_defaults(run=cmd_jupyter, takes_command=False)

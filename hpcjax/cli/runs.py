@@ -108,6 +108,19 @@ def metric(run: dict, name: str):
     return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
+def check_metric(rows: list[dict], name: str) -> None:
+    """--sort names a metric some run reported (a misspelt one would sort nothing, silently)."""
+    import difflib
+
+    known = sorted({key for r in rows for key, value in (r.get("metrics") or {}).items()
+                    if isinstance(value, (int, float)) and not isinstance(value, bool)})
+    if rows and name not in known:
+        close = difflib.get_close_matches(name, known, n=1)
+        raise UsageError(f"--sort {name!r}: no run listed reported that metric",
+                         (f"did you mean --sort {close[0]}? " if close else "")
+                         + f"metrics the runs reported: {', '.join(known) or 'none'}")
+
+
 def sort_by(rows: list[dict], name: str) -> list[dict]:
     """Smallest first (a loss), runs without the metric last."""
     return sorted(rows, key=lambda r: (metric(r, name) is None, metric(r, name) or 0.0))
@@ -162,6 +175,7 @@ def cmd_runs(args: argparse.Namespace, command: list[str]) -> int:
                 print(f"{entry['period']:<12}{entry['partition']:<16}{entry['gpu_hours']:>10.3f}{entry['runs']:>6}")
         return 0
     if args.sort:
+        check_metric(rows, args.sort)
         rows = sort_by(rows, args.sort)
     if args.json:
         print(json.dumps(rows, indent=2))

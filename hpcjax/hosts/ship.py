@@ -224,19 +224,6 @@ def content_digest(path: Path) -> str:
     return digest.hexdigest()[:16]
 
 
-def outside_links(path: Path) -> list[str]:
-    """The symbolic links inside a directory that lead out of it (or nowhere): shipped as links
-    (rsync -l), the job would find the cluster's files at that path, or none."""
-    if not path.is_dir():
-        return []
-    root, found = path.resolve(), []
-    for link in (p for p in path.rglob("*") if p.is_symlink()):
-        target = link.resolve()
-        if not target.exists() or (target != root and root not in target.parents):
-            found.append(f"{link.relative_to(path)} -> {os.readlink(link)}")
-    return sorted(found)
-
-
 def upload_target(home: str, local: Path) -> str:
     """Where a local directory (or file) is stored there, by its content."""
     return f"{home}/data/{content_digest(local.resolve())}"

@@ -8,6 +8,7 @@ import re
 
 from hpcjax import contract, timeouts
 from hpcjax.errors import ConfigError, SpecError
+from hpcjax.validate import require_utf8
 
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
@@ -22,6 +23,7 @@ def check_env_pair(key: str, value: str) -> None:
     if not isinstance(value, str) or "\0" in value:
         raise SpecError(f"environment value for {key} must be a string without NUL bytes",
                         "pass the value as text: --env KEY=VALUE")
+    require_utf8(f"the value of --env {key}", value, SpecError)
 
 
 def check_timeouts(env: dict[str, str]) -> None:

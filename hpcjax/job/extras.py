@@ -30,6 +30,9 @@ OWNED = {
     "ntasks-per-gpu": "--gpus-per-process", "array": "the Python API's map (a job array of calls)",
     "wrap": "the command after --", "chdir": "nothing: the job runs where you submit it (cd there first)",
     "D": "nothing: the job runs where you submit it (cd there first)",
+    "dependency": "--after JOBID[:ok|:any] (hpcjax checks the job exists and can still end as asked)",
+    "d": "--after JOBID[:ok|:any] (hpcjax checks the job exists and can still end as asked)",
+    "kill-on-invalid-dep": "--after (hpcjax sets it)",
 }
 OPTION = re.compile(r"(--?)([A-Za-z][A-Za-z0-9-]*)(?:[= ](.*))?")
 

@@ -10,19 +10,20 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hpcjax import contract, jobid
+from hpcjax import contract, envnames, jobid
 from hpcjax.containers import table as runtime_table
 from hpcjax.containers.table import require_text as _require_text
 from hpcjax.errors import SpecError
 from hpcjax.job import extras
 from hpcjax.job.envvars import check_env_pair, check_timeouts
-from hpcjax.validate import require_int
+from hpcjax.validate import require_int, require_utf8
 
 # SLURM's accepted walltime forms: M, M:S, H:M:S, D-H, D-H:M, D-H:M:S.
 WALLTIME = re.compile(r"(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?")
 MEMORY = re.compile(r"\d+[KMGT]?")
 # Bounds past which a count is a typo: the largest clusters have ~10,000 nodes; sbatch misreads counts past 2**31.
 MAX_NODES, MAX_GPUS_PER_NODE = 65536, 1024
+MAX_JOB_NAME = 255  # bytes: slurmdbd's job_name column is a TINYTEXT
 
 UNLIMITED = "UNLIMITED"  # sbatch's --time=0, UNLIMITED or INFINITE: no limit beyond the partition's
 
@@ -180,9 +181,15 @@ class JobSpec:
         if any(not isinstance(a, str) or "\0" in a for a in command):
             raise SpecError(f"command arguments must be strings without NUL bytes: {command!r}",
                             "pass each argument as a plain string")
+        for argument in command:
+            require_utf8("the command's argument", argument, SpecError)
         object.__setattr__(self, "command", command)
         object.__setattr__(self, "time", format_walltime(parse_walltime(self.time)))
         _require_text("job_name", self.job_name)
+        if len(self.job_name.encode()) > MAX_JOB_NAME:
+            raise SpecError(f"job_name is {len(self.job_name.encode())} bytes long: {self.job_name[:40]!r}...",
+                            f"SLURM's accounting keeps at most {MAX_JOB_NAME} bytes of a job's name: give a shorter "
+                            "--job-name", field="job_name")
         for name in ("partition", "account", "qos"):
             if getattr(self, name) is not None:
                 _require_text(name, getattr(self, name), spaces=False)
@@ -197,6 +204,10 @@ class JobSpec:
         _require_int("signal_grace_s", self.signal_grace_s, 0, "seconds before the time limit")
         _require_int("requeue", self.requeue, 0, "how many times the job may requeue itself, e.g. --requeue 2")
         _require_int("spares", self.spares, 0, "extra nodes for the preflight to choose from, e.g. --spares 1")
+        if self.layout.nodes + self.spares > MAX_NODES:
+            raise SpecError(f"spares={self.spares} and nodes={self.layout.nodes} ask for more nodes than any SLURM "
+                            f"cluster has (at most {MAX_NODES})", "a spare or two is the use: e.g. --spares 1",
+                            field=("spares", "nodes"))
         _require_int("avoid_failed_hours", self.avoid_failed_hours, 0, "hours, e.g. 24")
         object.__setattr__(self, "exclude", tuple(extras.check_node_name(n) for n in self.exclude))
         if self.spares and not self.preflight:
@@ -234,6 +245,7 @@ class JobSpec:
         object.__setattr__(self, "env", tuple((k, v) for k, v in dict(self.env).items()))
         for key, value in self.env:
             check_env_pair(key, value)
+        envnames.check(key for key, _ in self.env)
         check_timeouts(dict(self.env))
         if self.on is not None:
             check_on(self)
@@ -246,20 +258,34 @@ class JobSpec:
         return "python3" if self.container.in_container else self.cluster_python or sys.executable
 
     @property
+    def warning_s(self) -> int:
+        """How long before the time limit SLURM sends the warning signal (0: none). SLURM may send it
+        a minute earlier than asked, and USR2's default action ends a program that does not catch
+        it: a short job gets a shorter lead, at most half its time less that minute, and one of 2
+        minutes or less none (issue 44: a 1-minute job was killed by its warning after 8 s)."""
+        limit = self.time_seconds
+        if not self.signal_grace_s or limit is None:
+            return self.signal_grace_s
+        lead = min(self.signal_grace_s, limit // 2 - contract.WARNING_EARLY_S)
+        return lead if lead >= contract.WARNING_MIN_S else 0
+
+    @property
     def time_seconds(self) -> int | None:
         """The walltime in seconds; None for no limit (--time 0 or UNLIMITED)."""
         return parse_walltime(self.time)
 
 
-HOLD_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+# A letter first: a job id is digits (1234, 1234_5, 1234.s2), and `release 1234` must not mean two things.
+HOLD_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_.-]{0,63}")
+HOLD_NAME_HINT = "a letter, then letters, digits, _ . - (at most 64), e.g. --name dev"
 
 
 def check_on(spec: "JobSpec") -> None:
     """What a job run inside a hold cannot have: the hold's allocation is already there, and its
     agent runs one job at a time (no array, no dependency); a requeue would requeue the hold."""
     if not isinstance(spec.on, str) or not HOLD_NAME.fullmatch(spec.on):
-        raise SpecError(f"invalid hold name {spec.on!r}", "a hold's name as `hpcjax holds` lists it: letters, digits, "
-                        "_ . -, e.g. --on dev", field="on")
+        raise SpecError(f"invalid hold name {spec.on!r}", "a hold's name as `hpcjax holds` lists it: "
+                        + HOLD_NAME_HINT.replace("--name", "--on"), field="on")
     for name, value, hint in (("array", spec.array, "submit the sweep's elements one by one with --on, or as a "
                                "job array of their own without it"),
                               ("after", spec.after, "wait for the job first, or drop --on"),

@@ -12,6 +12,7 @@ submission, whatever the entry point:
 
 from __future__ import annotations
 
+import os
 import shlex
 import shutil
 import subprocess
@@ -23,6 +24,7 @@ from hpcjax.errors import HpcjaxError, UsageError
 from hpcjax.hosts import ship
 from hpcjax.hosts.here import node_local_reason
 from hpcjax.launch import uploads
+from hpcjax.validate import require_utf8
 
 MARK = "@@hpcjax-probe"
 
@@ -43,6 +45,7 @@ class Probe:
 def check(sub) -> Probe:
     """Every refusal of this submission, no side effect; the probe, for the steps after."""
     records.require_writable()
+    require_utf8("the working directory", os.getcwd())  # the job's record and script name it
     if (sub.spec.on or sub.hold) and not sub.backend.holds_allocations:
         raise UsageError(f"the {sub.backend.name} backend has no allocation to hold" + (
             f" (--on {sub.spec.on})" if sub.spec.on else ""), "holds are SLURM's: use --backend slurm (here or with "
@@ -51,6 +54,8 @@ def check(sub) -> Probe:
         uploads.check_uploads(sub.uploads, check_tree(sub), sub.tree, sub.ship_code)
     for path in sub.local_data():
         uploads.check_links(Path(path), f"Data({path!r})")
+    if sub.call is not None:  # the API's function and arguments travel pickled: one that cannot is said now
+        sub.call.check()
     for what, path in sub.storage_paths():
         require_shared(sub, what, path)
     probe = ask(sub, sub.backend.wants(sub))

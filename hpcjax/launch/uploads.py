@@ -36,7 +36,10 @@ def parse_upload(text: str, cwd: Path | None = None) -> tuple[Path, str]:
         local, name = text.rsplit(":", 1)
     # The name is the path as given (a link named ./data is seen as ./data), the content what it leads to.
     given = Path(os.path.abspath(local_path(local, "--upload")))
-    path = given.resolve()
+    try:
+        path = given.resolve()
+    except (RuntimeError, OSError):  # a loop of symbolic links
+        raise UsageError(f"--upload {text}: {local} is a loop of symbolic links", f"give a directory or file: {form}")
     if not local.strip() or not path.exists():
         raise UsageError(f"--upload {text}: {local or repr(local)} does not exist on this machine",
                          f"give a local directory or file, optionally with the name the job sees: {form}")
@@ -50,13 +53,82 @@ def parse_upload(text: str, cwd: Path | None = None) -> tuple[Path, str]:
 
 
 def check_links(path: Path, what: str) -> None:
-    """Refuse data whose links lead out of it: as links, the job would find the cluster's files
-    at those paths, or none (rsync sends links as links)."""
-    outside = ship.outside_links(path)
-    if outside:
-        raise UsageError(f"{what}: {len(outside)} link(s) in it lead outside it: {', '.join(outside[:3])}",
-                         "the job would find the cluster's files at those paths, or none: send what they point "
-                         "to as well (--upload TARGET:NAME, or another Data), or replace the links by copies")
+    """Refuse data the job could not be given as it is here (one walk of it): a FIFO, a socket or a
+    device (rsync would send an empty directory or nothing), what you cannot read (it would arrive
+    with mode 000, or not at all), a name that is not UTF-8, a loop of links, and links that lead
+    out of it (as links, the job would find the cluster's files at those paths, or none)."""
+    found = survey(path)
+    for why, names, hint in (
+            ("is not a directory or a regular file", found["special"], "upload a directory or a file; a FIFO, a "
+             "socket or a device cannot be copied to the cluster"),
+            ("cannot be read (by you, or by its owner: its mode travels with it)", found["unreadable"],
+             "make it readable (chmod u+r), or leave it out"),
+            ("has a name that is not UTF-8", found["not_utf8"], "rename it in UTF-8"),
+            ("is a loop of symbolic links", found["loops"], "remove the loop"),
+            ("leads outside it", found["outside"], "the job would find the cluster's files at those paths, or "
+             "none: send what they point to as well (--upload TARGET:NAME, or another Data), or replace the links "
+             "by copies")):
+        if names:
+            shown = ", ".join(names[:3]) + (f" (and {len(names) - 3} more)" if len(names) > 3 else "")
+            raise UsageError(f"{what}: {len(names)} entr{'y' if len(names) == 1 else 'ies'} {why}: {shown}", hint)
+
+
+def survey(path: Path) -> dict[str, list[str]]:
+    """What in `path` (a directory or a file) cannot be uploaded as it is, by kind, as names below it."""
+    import stat
+
+    found: dict[str, list[str]] = {"special": [], "unreadable": [], "not_utf8": [], "loops": [], "outside": []}
+
+    def shown(entry: Path) -> str:
+        name = str(entry.relative_to(path)) if entry != path else str(path)
+        return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+    def look(entry: Path, root: Path) -> bool:
+        """Record what is wrong with one entry; True when it is a directory to walk into."""
+        try:
+            str(entry).encode("utf-8")
+        except UnicodeEncodeError:
+            found["not_utf8"].append(shown(entry))
+        try:
+            mode = entry.lstat().st_mode
+        except OSError:
+            found["unreadable"].append(shown(entry))
+            return False
+        if stat.S_ISLNK(mode):
+            try:
+                target = entry.resolve(strict=True)
+            except RuntimeError:
+                found["loops"].append(shown(entry))
+                return False
+            except OSError:
+                target = None
+            if target is None or (target != root and root not in target.parents):
+                found["outside"].append(f"{shown(entry)} -> {os.readlink(entry)}")
+            return False
+        if not (stat.S_ISDIR(mode) or stat.S_ISREG(mode)):
+            found["special"].append(shown(entry))
+            return False
+        owner = stat.S_IRUSR | (stat.S_IXUSR if stat.S_ISDIR(mode) else 0)  # its mode travels with it (rsync -p)
+        if mode & owner != owner or not os.access(entry, os.R_OK | (os.X_OK if stat.S_ISDIR(mode) else 0)):
+            found["unreadable"].append(shown(entry))
+            return False
+        return stat.S_ISDIR(mode)
+
+    try:
+        path = root = path.resolve(strict=True)  # a link given as the data: what it leads to
+    except RuntimeError:
+        found["loops"].append(str(path))
+        return found
+    except OSError:
+        found["unreadable"].append(str(path))
+        return found
+    if look(path, root):
+        for directory, subdirs, files in os.walk(path, onerror=lambda error: found["unreadable"].append(
+                shown(Path(error.filename)) if error.filename else str(error))):
+            for name in sorted(files) + sorted(subdirs):
+                if not look(Path(directory) / name, root) and name in subdirs:
+                    subdirs.remove(name)
+    return {kind: sorted(set(names)) for kind, names in found.items()}
 
 
 def relative_run_dirs(spec: JobSpec, root: Path) -> dict[str, str]:

@@ -15,6 +15,7 @@ import base64
 import html
 import io
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -94,6 +95,19 @@ def read_run(run_dir: Path) -> RunRecord:
     return record
 
 
+DIVERGING = ("loss", "grad_norm")  # what a diverged run writes as NaN or inf
+
+
+def _float(value) -> bool:
+    return isinstance(value, float)
+
+
+def diverged(record: "RunRecord") -> str:
+    """Where the loss stopped being a number: the first such step, or '-'."""
+    bad = [s for s in record.steps if not math.isfinite(s["loss"]) or not math.isfinite(s["grad_norm"])]
+    return f"at step {bad[0]['step']} (loss {bad[0]['loss']}, {len(bad)} step(s) not finite)" if bad else "-"
+
+
 def _number(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and value == value
 
@@ -107,7 +121,8 @@ def _entry(line: str) -> tuple[dict, str]:
         return {}, "has no step number"
     kind = rundir.kind_of(entry)
     if kind == rundir.STEP:
-        bad = [f for f in rundir.STEP_FIELDS if not _number(entry.get(f))]
+        # A loss or gradient norm that is NaN or infinite is the run's divergence, kept and shown.
+        bad = [f for f in rundir.STEP_FIELDS if not (_number(entry.get(f)) or f in DIVERGING and _float(entry.get(f)))]
         return ({}, f"is a step without a number for {', '.join(bad)}") if bad else (entry, "")
     if kind == rundir.PACE:
         pace = entry["pace"]
@@ -225,6 +240,7 @@ def page(run_dir: Path, record: RunRecord, images: dict[str, str]) -> str:
     last = record.steps[-1] if record.steps else {}
     steady = sorted(r["tokens_per_s"] for r in record.steps[1:]) or [0.0]
     facts = [("steps recorded", len(record.steps)), ("last loss", f"{last.get('loss', float('nan')):.4f}"),
+             ("diverged", diverged(record)),
              ("validation loss", f"{record.evals[-1]['val_loss']:.4f}" if record.evals else "-"),
              ("median tokens/s", f"{steady[len(steady) // 2]:,.0f}"),
              ("checkpoints", ", ".join(map(str, record.checkpoints)) or "-"),

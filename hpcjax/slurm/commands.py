@@ -74,6 +74,11 @@ def requeue(job_id: str) -> list[str]:
     return ["scontrol", "requeue", job_id]
 
 
+def node_names(partition: str | None) -> list[str]:
+    """The nodes a job could be given (of its partition, else of every partition), one a line."""
+    return ["sinfo", "-h", "-N", "-o", "%N"] + (["-p", partition] if partition else [])
+
+
 def summary() -> list[str]:
     """The partitions, one line each, for a hint: `gpu 2 nodes, 8 CPUs, gres gpu:4`."""
     return ["sinfo", "-h", "-o", SUMMARY_FORMAT]

@@ -8,6 +8,7 @@ is hpcjax.slurm.inhold; the verbs are hpcjax.cli.holds.
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from hpcjax import contract
@@ -62,15 +63,37 @@ def holds(cluster=None) -> list[Hold]:
 
 
 def find(name: str, cluster=None) -> Hold:
-    """The newest hold of that name on `cluster`; UsageError naming the holds there are."""
+    """The newest hold of that name on `cluster`; UsageError naming the holds that are up there."""
+    import shlex
+
     known = holds(cluster)
     for hold in known:
         if hold.name == name:
             return hold
     where = destination(cluster)
-    names = ", ".join(sorted({h.name for h in known})) or "none"
+    names = ", ".join(sorted({h.name for h in known if not ended(h, cluster)})) or "none"
     raise UsageError(f"no hold named {name!r}" + (f" on {where}" if where else ""),
-                     f"holds known here: {names}; start one with `hpcjax hold --name {name} --nodes N --gpus-per-node G`")
+                     f"holds up here: {names}; start one with `hpcjax hold --name {shlex.quote(name)} --nodes N "
+                     "--gpus-per-node G`")
+
+
+@contextmanager
+def naming(name: str, cluster=None):
+    """Held while a hold of that name is looked for and made: a second `hpcjax hold --name X` on this
+    machine at the same time waits, then finds the first (a lock file beside the job records)."""
+    import fcntl
+
+    key = f"{destination(cluster) or 'here'}:{name}".encode().hex()[:200]
+    try:
+        where = records.home() / "holds"
+        where.mkdir(parents=True, exist_ok=True)
+        lock = open(where / f"{key}.lock", "w")
+    except OSError:  # no records here at all: the submission's own check refuses it, saying why
+        yield
+        return
+    with lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
 
 
 def status(hold: Hold, cluster=None):

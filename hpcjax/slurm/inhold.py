@@ -129,6 +129,14 @@ def check(sub) -> None:
         raise UsageError(f"hold {hold.name} (job {hold.job_id}) has ended ({found.state if found else 'long ago'})",
                          f"start another: hpcjax hold --name {hold.name} --nodes {hold.layout.nodes} "
                          f"--gpus-per-node {hold.layout.gpus_per_node} --time HH:MM:SS")
+    if sub.spec.exclude and found.nodelist and found.state == "RUNNING":
+        from hpcjax.nodelist import expand_hostlist
+
+        left = [node for node in expand_hostlist(found.nodelist) if node not in sub.spec.exclude]
+        if len(left) < sub.spec.layout.nodes:
+            raise UsageError(f"the job needs {sub.spec.layout.nodes} node(s) of hold {hold.name}, and excluding "
+                             f"{', '.join(sub.spec.exclude)} leaves {len(left)} of its nodes {found.nodelist}",
+                             "exclude fewer, ask for fewer nodes, or hold others")
 
 
 def queue(sub) -> tuple[InHoldRun, dict]:

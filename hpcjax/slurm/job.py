@@ -70,8 +70,8 @@ class SlurmRun(Run):
         if status.state == "PENDING":
             self._fail_if_never_starts(status)
         attempts = self.attempts() if status.state in ("PENDING", "RUNNING", "REQUEUED") else []
-        if attempts:
-            shown += f", after {len(attempts)} attempt(s), the last {attempts[-1].get('ended')}"
+        if attempts and attempts[-1].get("ended") != "completed":  # a completed attempt is the job's end
+            shown += f", attempt {len(attempts) + 1} after {len(attempts)}, the last {attempts[-1].get('ended')}"
         return status.state, shown
 
     def ensure_can_start(self, patience_s: float = LOOK_S) -> None:

@@ -10,6 +10,7 @@ from functools import lru_cache
 from pathlib import Path
 
 import jinja2
+from jinja2.sandbox import SandboxedEnvironment
 
 from hpcjax import __version__, contract, shellword, timeouts
 from hpcjax.statuses import signal_words
@@ -35,7 +36,10 @@ def _environment(site_dir: str | None = None) -> jinja2.Environment:
     """The packaged template, and a site's directory first when a site template is used
     (it extends the packaged one by name: {% extends "sbatch.sh.j2" %})."""
     dirs = ([site_dir] if site_dir else []) + [str(template_dir())]
-    env = jinja2.Environment(
+    # A site's template is the site's text, run at `render` on a login node or a laptop: in Jinja's
+    # sandbox, which refuses what reaches past the values (`cycler.__init__.__globals__.os`).
+    kind = SandboxedEnvironment if site_dir else jinja2.Environment
+    env = kind(
         loader=jinja2.ChoiceLoader([jinja2.FileSystemLoader(dirs[0])] + [
             jinja2.PrefixLoader({"hpcjax": jinja2.FileSystemLoader(str(template_dir()))})] +
             [jinja2.FileSystemLoader(d) for d in dirs[1:]]),
@@ -111,7 +115,7 @@ def render_sbatch(spec: JobSpec, *, check_syntax: bool = True, hold: bool = Fals
         site = Path(spec.template).resolve()
         try:
             text = _render(_environment(str(site.parent)).get_template(site.name), spec, hold)
-        except (jinja2.TemplateError, UnicodeDecodeError) as err:
+        except (jinja2.TemplateError, UnicodeDecodeError) as err:  # SecurityError is a TemplateError
             said = f"{type(err).__name__}: {err}" if isinstance(err, jinja2.UndefinedError) else str(err)
             raise SpecError(f"site template {spec.template}: {said}",
                             'a site template starts with {% extends "hpcjax/sbatch.sh.j2" %} and overrides '
@@ -183,10 +187,25 @@ def _render(template, spec: JobSpec, hold: bool = False) -> str:
         + (("--spares", str(spec.spares)) if spec.spares else ()),
         preflight_key=contract.PREFLIGHT_KEY,
         exit_hook="" if spec.container.in_container else binds.exit_hook_dir(spec),
-        exit_guard_env=timeouts.EXIT_GUARD_ENV,
+        exit_guard_env=timeouts.EXIT_GUARD_ENV, in_hold_options=in_hold_options(spec),
         signal_statuses=sorted((words, 128 + number) for words, number in signal_words().items()),
         version=__version__,
     )
+
+
+def in_hold_options(spec: JobSpec) -> str:
+    """A job in a hold has no sbatch of its own: what it asked of sbatch (its time limit, the warning
+    before it, the nodes it must not use) goes on its steps' srun lines, which are named after it
+    (HOLD.sN) so that its cancel is theirs (templates/hold-agent.sh.j2)."""
+    if not spec.on:
+        return ""
+    words = ['--job-name="${%s}"' % contract.JOB_KEY_ENV]  # the agent's cancel finds its steps by that name
+    words += [] if spec.time_seconds is None else [f"--time={spec.time}"]
+    if spec.warning_s:
+        words.append(f"--signal={contract.WARNING_SIGNAL}@{spec.warning_s}")
+    if spec.exclude:
+        words.append("--exclude=" + shellword.literal(",".join(spec.exclude)))
+    return "".join(f" {word}" for word in words)
 
 
 def _log_word(pattern: str, spec: JobSpec) -> str:

@@ -59,6 +59,18 @@ class JobStatus:
         return "\n".join(lines)
 
 
+def elapsed_seconds(text: str) -> int:
+    """SLURM's Elapsed ([D-]H:M:S, M:S; "00:00:00" in a job's first second) as seconds; 0 for what
+    is not one (a user's walltime is hpcjax.job.spec's to parse, and refuse)."""
+    import re
+
+    match = re.fullmatch(r"(?:(\d+)-)?(?:(\d+):)?(\d+):(\d+)", (text or "").strip())
+    if match is None:
+        return 0
+    days, hours, minutes, seconds = (int(x or 0) for x in match.groups())
+    return ((days * 24 + hours) * 60 + minutes) * 60 + seconds
+
+
 def status_of(job_id: str, queue: list[str] | None, rows: list[dict] | None, controller: dict | None) -> JobStatus:
     """One job's status from what the controller (squeue's fields, or scontrol's row when
     accounting is down) and accounting (sacct's rows) said about it."""

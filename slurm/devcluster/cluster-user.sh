@@ -16,6 +16,7 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 source "$here/common.sh"
 user=${HPCJAX_CLUSTER_USER:-hpcjaxuser}
 venv=${HPCJAX_CLUSTER_PYTHON:-/opt/hpcjax-cluster-python}
+OLD_CLOUDPICKLE=2.1.0
 [[ $(id -u) == 0 ]] || die "cluster-user.sh must run as root (it adds a Unix account)"
 
 id "$user" >/dev/null 2>&1 || useradd --create-home --shell /bin/bash "$user"
@@ -29,13 +30,19 @@ if [[ ! -x $venv/bin/python ]] || ! "$venv/bin/python" -c "import jax, optax, or
   log "making the cluster user's Python at $venv (pip: jax, jaxlib, numpy, optax, orbax-checkpoint)"
   /usr/bin/python3 -m venv "$venv"
   pins=$(python3 -m pip list --format=freeze 2>/dev/null \
-           | grep -iE '^(jax|jaxlib|numpy|optax|orbax-checkpoint|cloudpickle)==' || true)
+           | grep -iE '^(jax|jaxlib|numpy|optax|orbax-checkpoint)==' || true)
   # shellcheck disable=SC2086 # one argument per pin
-  "$venv/bin/python" -m pip install -q --disable-pip-version-check ${pins:-jax jaxlib numpy optax orbax-checkpoint cloudpickle} \
+  "$venv/bin/python" -m pip install -q --disable-pip-version-check ${pins:-jax jaxlib numpy optax orbax-checkpoint} \
     >"$DIR/log/cluster-python.log" 2>&1 || { tail -n 20 "$DIR/log/cluster-python.log" >&2; die "pip failed"; }
-  for package in jax jaxlib numpy optax orbax-checkpoint cloudpickle; do
+  for package in jax jaxlib numpy optax orbax-checkpoint; do
     "$venv/bin/python" -m pip show -q "$package" >/dev/null 2>&1 || die "the cluster Python lacks $package"
   done
+fi
+# An older cloudpickle than the laptop's, as a cluster's site-packages may well have (issue 44): a
+# call pickled on the laptop must still load there, with the copy hpcjax stages beside it.
+if [[ $("$venv/bin/python" -m pip show cloudpickle 2>/dev/null | sed -n 's/^Version: //p') != "$OLD_CLOUDPICKLE" ]]; then
+  "$venv/bin/python" -m pip install -q --disable-pip-version-check "cloudpickle==$OLD_CLOUDPICKLE" \
+    >>"$DIR/log/cluster-python.log" 2>&1 || { tail -n 20 "$DIR/log/cluster-python.log" >&2; die "pip failed (cloudpickle)"; }
 fi
 # py-spy, as a site would install it for `hpcjax stacks` (the nodes need it; hpcjax does not ship it).
 if [[ ! -x $venv/bin/py-spy ]]; then

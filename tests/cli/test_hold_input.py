@@ -40,9 +40,13 @@ def test_on_changes_only_the_names_of_the_jobs_files():
     inside = render_sbatch(JobSpec(command=("python", "x.py"), output_dir="logs", on="dev")).splitlines()
     added = [line for line in inside if line not in alone]
     assert all(line.startswith("#") or "${HPCJAX_JOB_KEY}" in line for line in added), added
-    assert "  --output=logs/\"${HPCJAX_JOB_KEY}\"-rank%t.log \\" in inside
-    assert [line.replace("${HPCJAX_JOB_KEY}", "${SLURM_JOB_ID}").replace('"${SLURM_JOB_ID}"', "%j")
-            for line in inside if not line.startswith("#")] == [line for line in alone if not line.startswith("#")]
+    # its steps take what sbatch would have given a job of its own: its name, time limit and warning
+    steps = '  --output=logs/"${HPCJAX_JOB_KEY}"-rank%t.log --job-name="${HPCJAX_JOB_KEY}" --time=01:00:00 ' \
+            '--signal=USR2@120 \\'
+    assert steps in inside
+    assert [line.replace(steps, "  --output=logs/%j-rank%t.log \\").replace("${HPCJAX_JOB_KEY}", "${SLURM_JOB_ID}")
+            .replace('"${SLURM_JOB_ID}"', "%j") for line in inside if not line.startswith("#")] == \
+        [line for line in alone if not line.startswith("#")]
 
 
 def test_an_unknown_hold_is_refused_naming_the_known_ones(tmp_path, hpcjax_home):
