@@ -21,6 +21,7 @@ are each in no other slow pair (or a job of two nodes) names no node: it is said
 from __future__ import annotations
 
 import math
+import re
 import statistics
 from dataclasses import dataclass
 
@@ -54,6 +55,14 @@ class Floors:
                                   + (" and at most 1" if key == "ratio" else ""),
                                   f"e.g. --env {name}={DEFAULTS[key]:g}")
         return cls(**values)
+
+
+def reason_of(summary: str, node: str) -> str:
+    """What the summary line (verdict's "summary") says against one node: "matmul 0.31x median, ...";
+    '' when it names none (a node left out as a spare the job did not need)."""
+    # verdict's "(n1: phrase, phrase; n4: phrase)", then "; N node(s)" or the line's end
+    found = re.search(rf"(?:\(|; ){re.escape(node)}: (.+?)(?=; [^ ;():]+: |\); \d+ node\(s\)|\)$)", summary)
+    return found.group(1) if found else ""
 
 
 def median_of(values: list[float]) -> float:

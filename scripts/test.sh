@@ -19,6 +19,7 @@ command -v chromium >/dev/null || missing+=(chromium)  # loads `hpcjax report` p
 # policy-rc.d (unless the machine has one) keeps it from starting any service.
 [ -x /usr/sbin/sshd ] || missing+=(openssh-server)
 command -v rsync >/dev/null || missing+=(rsync)
+command -v tmux >/dev/null || missing+=(tmux)  # drives `hpcjax shell --on NAME` as a terminal would
 if [ ${#missing[@]} -gt 0 ]; then
   echo "test.sh: installing ${missing[*]} (apt-get)" >&2
   apt-get update -qq >/dev/null

@@ -18,7 +18,7 @@ import functools
 from hpcjax.api import calls, submit
 from hpcjax.api.configs import ScalingConfig
 from hpcjax.errors import UsageError
-from hpcjax.job.spec import dependencies
+from hpcjax.job.after import dependencies
 from hpcjax.follow.run import say
 
 

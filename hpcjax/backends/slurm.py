@@ -47,6 +47,8 @@ class SlurmBackend(Backend):
 
     def check(self, sub, probe) -> None:
         where = sub.cluster.name
+        if not sub.cluster.remote:
+            controller.check_conf()
         self._check_paths(sub, probe)
         if sub.spec.on:
             inhold.check(sub)

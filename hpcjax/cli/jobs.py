@@ -122,7 +122,7 @@ def shaped(spec, args: argparse.Namespace):
     import dataclasses
 
     from hpcjax.job import sweeps
-    from hpcjax.job.spec import parse_after
+    from hpcjax.job.after import parse_after
 
     changes = {}
     if args.sweep:

@@ -66,14 +66,16 @@ def cmd_jupyter(args: argparse.Namespace, command: list[str]) -> int:
     hold, cluster, node = running_hold(args)
     python = (cluster.python if cluster is not None and cluster.remote else "") or sys.executable
     host = cluster.host() if cluster is not None and cluster.remote else this_machine()
-    probe = host.run(step_on_first_node(hold, node, python, "-c", "import jupyter_server"))
-    if probe.returncode != 0:
+    # JupyterLab where it is installed, else the plain Jupyter server it runs on (either serves notebooks).
+    probe = host.run(step_on_first_node(hold, node, python, "-c", "import importlib.util as u; print(next((a for a "
+                                        "in ('jupyterlab', 'jupyter_server') if u.find_spec(a)), ''))"))
+    app = probe.stdout.strip().splitlines()[-1] if probe.returncode == 0 and probe.stdout.strip() else ""
+    if not app:
         print(f"no Jupyter in the job's Python ({python}) on {node}: hpcjax does not install into your "
               f"environment. Add one there with `{python} -m pip install jupyterlab` (or load the site's "
               "module in a prologue), then run `hpcjax jupyter` again", file=sys.stderr)
         return 1
-    server = step_on_first_node(hold, node, python, "-m", "jupyter", "lab", "--no-browser", f"--ip={node}",
-                                f"--port={args.port}")
+    server = step_on_first_node(hold, node, python, "-m", app, "--no-browser", f"--ip={node}", f"--port={args.port}")
     started = (subprocess.Popen(server, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
                if not host.remote else subprocess.Popen(host.ssh(host.destination, shlex.join(server)),
                                                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))

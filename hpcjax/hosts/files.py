@@ -122,11 +122,13 @@ class LocalFiles:
         except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
             return
 
+    # os.path's answers: a path that cannot be looked at (a name too long for the file system)
+    # is no directory here, where pathlib of 3.11 raises.
     def is_dir(self, path: str) -> bool:
-        return Path(path).is_dir()
+        return os.path.isdir(path)
 
     def exists(self, path: str) -> bool:
-        return Path(path).exists()
+        return os.path.exists(path)
 
     def write_text(self, path: str, text: str) -> None:
         """In one step: a reader never sees half of it."""

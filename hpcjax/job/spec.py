@@ -10,11 +10,12 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hpcjax import contract, envnames, jobid
+from hpcjax import contract, envnames
 from hpcjax.containers import table as runtime_table
 from hpcjax.containers.table import require_text as _require_text
 from hpcjax.errors import SpecError
 from hpcjax.job import extras
+from hpcjax.job.after import check_after
 from hpcjax.job.envvars import check_env_pair, check_timeouts
 from hpcjax.validate import require_int, require_utf8
 
@@ -294,31 +295,3 @@ def check_on(spec: "JobSpec") -> None:
         if value:
             raise SpecError(f"{name} cannot be used with on={spec.on!r} (a job inside a held allocation)",
                             hint, field=(name, "on"))
-
-
-AFTER_FORM = "write --after JOBID[:ok|:any], e.g. --after 1234 (when it succeeded) or --after 1234:any"
-
-
-def check_after(job, when: str) -> tuple[str, str]:
-    """A dependency: a job id (an array element's too) and when the dependent may start."""
-    if not isinstance(job, str) or not jobid.is_element(job) or jobid.is_hold_step(job):
-        raise SpecError(f"--after {job!r} is not a job id" + (" SLURM knows (a step inside a hold)" if isinstance(
-            job, str) and jobid.is_hold_step(job) else ""), AFTER_FORM, field="after")
-    if when not in ("ok", "any"):
-        raise SpecError(f"--after {job}:{when} asks for {when!r}, not ok or any", AFTER_FORM, field="after")
-    return job, when
-
-
-def parse_after(text: str) -> tuple[str, str]:
-    job, _, when = text.partition(":")
-    return check_after(job, when or "ok")
-
-
-def dependencies(after) -> tuple[tuple[str, str], ...]:
-    """after= of the Python API as the spec keeps it: handles (anything with a job_id) or
-    "JOBID[:ok|:any]" texts, one or a list."""
-    if after is None:
-        return ()
-    items = after if isinstance(after, (list, tuple)) else [after]
-    return tuple(parse_after(item if isinstance(item, str) else str(getattr(item, "job_id", item)))
-                 for item in items)

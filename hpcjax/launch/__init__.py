@@ -25,7 +25,7 @@ def submission(spec, backend: str | None = backends.AUTO, cluster=None, *, after
     import dataclasses
 
     from hpcjax.hosts.cluster import Cluster
-    from hpcjax.job.spec import dependencies
+    from hpcjax.job.after import dependencies
     from hpcjax.launch.steps import Submission
 
     if after is not None:

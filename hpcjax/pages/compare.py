@@ -1,7 +1,7 @@
 """`hpcjax report RUN_A RUN_B [...]`: one page comparing training runs: their loss and
 validation, tokens/s and MFU curves overlaid (one colour per run), and the configuration keys
 whose values differ between them (nested keys flattened: model.layers). Each run is read as
-the single-run report reads it (pages.page.read_run), its problems said the same way.
+the single-run report reads it (pages.record.read_run), its problems said the same way.
 """
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ import json
 from pathlib import Path
 
 from hpcjax.errors import UsageError
-from hpcjax.pages.page import RunRecord, read_run, shell, write_page
+from hpcjax.pages.page import shell, write_page
+from hpcjax.pages.record import RunRecord, read_run
 
 PLOTS = ("loss", "throughput", "mfu")
 

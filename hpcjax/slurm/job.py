@@ -137,7 +137,10 @@ class SlurmRun(Run):
     def _keep_preflight_failures(self, attempts: list[dict]) -> None:
         """The nodes a preflight of this job failed (the job's end, or left out for a spare), into its
         record: `hpcjax nodes` lists them."""
-        failures = [{"node": node, "attempt": a.get("attempt"), "at": a.get("end"), "what": a[PREFLIGHT_KEY]}
+        from hpcjax.preflight_rules import reason_of
+
+        failures = [{"node": node, "attempt": a.get("attempt"), "at": a.get("end"),
+                     "what": reason_of(str(a[PREFLIGHT_KEY]), node) or a[PREFLIGHT_KEY]}
                     for a in attempts if a.get(PREFLIGHT_KEY)
                     for node in str(a.get(PREFLIGHT_BAD_KEY) or "").split(",") if node]
         record = records.load(self.catalog_key())

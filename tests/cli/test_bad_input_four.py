@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -274,3 +275,15 @@ def test_logs_on_a_terminal_go_through_visible(empty, monkeypatch):
         assert jobs.cmd_logs(jobs.argparse.Namespace(job_id="7", follow=False, tail=None, rank=None, cluster=None,
                                                      remote_dir=None, profile_file=None, backend="auto"), []) == 0
         assert shown in stream.getvalue()
+
+
+# --- a SLURM_CONF that names no file: SLURM's commands would retry it for 60 s each, silently ---------
+@pytest.mark.parametrize("argv", [["status", "12345"], ["logs", "12345"], ["cancel", "12345"],
+                                  ["stacks", "12345"], ["fetch", "12345"],
+                                  ["submit", "--backend", "slurm", "--", "true"]])
+def test_a_slurm_conf_that_names_no_file_is_said_at_once(empty, monkeypatch, argv):
+    if not shutil.which("sbatch") and argv[0] == "submit":
+        pytest.skip("no SLURM here: submit would refuse for that first")
+    monkeypatch.setenv("SLURM_CONF", str(empty / "no-such-slurm.conf"))
+    monkeypatch.delenv("HPCJAX_BACKEND")
+    refused(empty, argv, "names no file this user can read")

@@ -20,7 +20,8 @@ from hypothesis import strategies as st
 from hpcjax import shellword
 from hpcjax.errors import ConfigError, UsageError
 from hpcjax.job import profiles
-from hpcjax.pages.page import read_run, render
+from hpcjax.pages.page import render
+from hpcjax.pages.record import read_run
 
 from test_bad_input import cli
 

@@ -18,7 +18,7 @@ from hpcjax import jsonlines
 from hpcjax.catalog import records
 from hpcjax.errors import HpcjaxError
 from hpcjax.job import profiles
-from hpcjax.job.spec import parse_after
+from hpcjax.job.after import parse_after
 
 from test_bad_input import cli
 from test_generated_input import PIECES, hostile

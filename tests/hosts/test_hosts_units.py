@@ -131,7 +131,7 @@ def test_uploads_are_named_as_given_stored_by_name_and_content_and_refuse_what_w
         assert (path, name) == (external.resolve(), "data")  # the job opens ./data, as on the laptop
         (tmp_path / "a" / "etc").symlink_to("/etc")
         (tmp_path / "a" / "inside").symlink_to("x.txt")  # a link within: kept as a link
-        with pytest.raises(UsageError, match=r"1 link\(s\) in it lead outside it: etc -> /etc"):
+        with pytest.raises(UsageError, match=r"1 entry leads outside it: etc -> /etc"):
             parse_upload("./a", cwd=tmp_path)
     finally:
         os.chdir(here)

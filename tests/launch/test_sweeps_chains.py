@@ -16,7 +16,8 @@ from conftest import DATA_DIR, run_hpcjax
 from hpcjax.errors import UsageError
 from hpcjax.job import sweeps
 from hpcjax.slurm.script import render_sbatch
-from hpcjax.job.spec import JobSpec, dependencies
+from hpcjax.job.after import dependencies
+from hpcjax.job.spec import JobSpec
 
 SWEEP_PROGRAM = str(DATA_DIR / "sweep_program.py")
 

@@ -122,7 +122,7 @@ def test_a_comparison_of_two_learning_rates_overlays_the_curves_and_lists_what_d
     plot has a curve per run, the differing key is listed (and a shared one is not), and the page
     loads in Chromium with its images decoded and a screenshot that is not blank."""
     from hpcjax.pages import compare
-    from hpcjax.pages.page import read_run
+    from hpcjax.pages.record import read_run
 
     env = {**os.environ, "HPCJAX_GPUS_PER_PROCESS": "1"}
     runs = []

@@ -137,8 +137,12 @@ def test_preflight_off_changes_nothing_and_on_only_adds_the_step():
     on = render_sbatch(job_spec(["python", "t.py"], nodes=2, gpus_per_node=4, requeue=1, retry_failed=True,
                                 preflight=True))
     changed = [line for line in difflib.ndiff(off.splitlines(), on.splitlines()) if line.startswith("- ")]
-    # the attempt's record gains the preflight's line; nothing else of the script without it changes
-    assert len(changed) == 1 and changed[0].startswith("- printf '{\"attempt\": %d"), changed
+    # the attempt's record gains the preflight's line and the requeue's reasons name a node a preflight
+    # failed; nothing else of the script without it changes
+    assert sum(line.startswith("- printf '{\"attempt\": %d") for line in changed) == 1, changed
+    reasons = [line for line in changed if "printf '{" not in line]
+    assert len(changed) == 3 and all("failed two attempts" in line for line in reasons), changed
+    assert sum("a node a preflight failed" in line for line in on.splitlines()) == 2
     assert " -m hpcjax preflight || hpcjax_rc=$?" in on
 
 
@@ -165,3 +169,19 @@ def test_with_spares_the_best_good_nodes_are_chosen_and_the_bad_left_out():
     short = verdict([rank(0, "n1", 20.0), rank(1, "n2", 100.0), rank(2, "n3", 100.0), rank(3, "n4", 10.0)], [],
                     Floors(), 1.0, use=3)  # one spare, two bad nodes
     assert not short["passed"] and short["summary"].startswith("preflight: FAILED on n1, n4")
+
+
+def test_each_failed_nodes_reason_is_read_back_from_the_summary_whole():
+    """`hpcjax nodes` lists each node with its own reason, not the whole line (issue 44)."""
+    from hpcjax.preflight_rules import reason_of
+
+    ranks = [rank(0, "n1", 20.0), rank(1, "n2", 100.0), rank(2, "n3", 90.0), rank(3, "n4", 5.0)]
+    failed = verdict(ranks, [], Floors(), 6.0)
+    assert failed["bad"] == ["n1", "n4"]
+    assert reason_of(failed["summary"], "n1") == ("matmul 20.0 GFLOP/s per device (slowest device), 0.36x the "
+                                                  "median of the allocation 55 (floor 0.5x)")
+    assert reason_of(failed["summary"], "n4").startswith("matmul 5.0 GFLOP/s") and \
+        reason_of(failed["summary"], "n4").endswith("(floor 0.5x)")
+    assert reason_of(failed["summary"], "n2") == "" and reason_of(failed["summary"], "n") == ""
+    spare = verdict([rank(0, "n1", 20.0), rank(1, "n2", 100.0), rank(2, "n3", 90.0)], [], Floors(), 6.0, use=2)
+    assert reason_of(spare["summary"], "n1").startswith("matmul 20.0") and reason_of(spare["summary"], "n1").endswith("x)")
