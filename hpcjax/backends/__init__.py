@@ -175,6 +175,33 @@ def attach(job_id: str, cluster=None):
     return of_record(record).attach(job_id, record, cluster)
 
 
+def attach_each(job_id: str, cluster=None) -> list:
+    """The Runs an id names as `submit` printed it: a sweep's array id names each of its elements
+    (as their records here name them); any other id its one job."""
+    from hpcjax import jobid
+    from hpcjax.catalog import records
+
+    job_id = jobid.check(job_id)
+    destination = cluster.destination if cluster is not None and cluster.remote else None
+    if "_" not in job_id and not jobid.is_hold_step(job_id) and records.load(records.key(job_id, destination)) is None:
+        elements = records.element_ids(job_id, destination)
+        if elements:
+            return [attach(element, cluster) for element in elements]
+    return [attach(job_id, cluster)]
+
+
+def attach_one(job_id: str, cluster=None, verb: str = "status"):
+    """The Run of one job; a sweep's array id is refused with its elements named (their logs,
+    stacks and files are each element's own)."""
+    runs = attach_each(job_id, cluster)
+    if len(runs) > 1:
+        ids = [run.job_id for run in runs]
+        shown = ", ".join(ids[:5]) + (f", ... {ids[-1]}" if len(ids) > 5 else "")
+        raise UsageError(f"job {job_id} is a sweep of {len(ids)} elements ({shown}); `hpcjax {verb}` takes one",
+                         f"name the element: hpcjax {verb} {ids[0]} (`hpcjax status {job_id}` shows them all)")
+    return runs[0]
+
+
 RECORDS_THERE = "records"  # <remote_dir>/records/<job>.json: a job's record on the cluster itself
 
 

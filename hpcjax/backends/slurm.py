@@ -177,6 +177,7 @@ class SlurmBackend(Backend):
                 print(f"hpcjax: note: could not ask SLURM{' on ' + cluster if cluster else ''} about {len(group)} "
                       f"run(s): {error.message}; shown as last seen", file=sys.stderr)
                 continue
+            unstarted = []
             for row in group:
                 if jobid.is_hold_step(row["job_id"]):  # not SLURM's: its hold's queue says how it is
                     self._refresh_in_hold(conn, row)
@@ -187,6 +188,23 @@ class SlurmBackend(Backend):
                     db.save(conn, row["key"], state=state, final=state in FINISHED_STATES,
                             exit_code=attempts[-1]["exit_code"])
                     db.save_attempts(conn, row["key"], attempts)
+                elif "_" in row["job_id"]:
+                    unstarted.append(row)
+            self._refresh_unstarted(conn, slurm, unstarted)
+
+    @staticmethod
+    def _refresh_unstarted(conn, slurm, rows: list[dict]) -> None:
+        """Array elements accounting has no attempt of: pending, or cancelled while pending (which
+        leaves no row of its own); the watcher asks about them all at once."""
+        for row in rows:
+            slurm.watcher.follow(row["job_id"])
+        for row in rows:
+            try:
+                status = slurm.job_status(row["job_id"])
+            except HpcjaxError:
+                continue  # as last seen
+            if status.finished:
+                db.save(conn, row["key"], state=status.state, final=True, exit_code=status.job_exit_code)
 
     def _refresh_in_hold(self, conn, row: dict) -> None:
         try:

@@ -41,6 +41,14 @@ def remote_keys(job_id: str) -> list[str]:
     return sorted(p.stem for p in records_dir().glob(f"{job_id}@*.json"))
 
 
+def element_ids(job_id: str, destination: str | None = None) -> list[str]:
+    """The elements of the job array `job_id` (its id as `submit` printed it) recorded here, in order."""
+    suffix = key("", destination)
+    found = [p.stem.removesuffix(suffix) for p in records_dir().glob(f"{job_id}_*{suffix}.json")]
+    return sorted((e for e in found if re.fullmatch(rf"{re.escape(job_id)}_\d+", e)),
+                  key=lambda e: int(e.rpartition("_")[2]))
+
+
 # The fields a record's readers rely on, with their types (a record holds more).
 SHAPE = {"job_id": str, "backend": str, "output_dir": str, "layout": dict, "state": str, "pids": list,
          "cluster": dict, "run_dir": str, "exit_codes": dict, "causes": list}

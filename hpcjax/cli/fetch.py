@@ -37,13 +37,13 @@ def fetch_target(args: argparse.Namespace, target: Path | None, checkpoints: str
     """Copy what TARGET names (a job id: its logs and its run directory; else a run directory
     of the cluster) below target; (where the run directory landed or the logs, summary).
     run_dir_needed: a job without a run directory is refused before anything is copied."""
-    from hpcjax.launch import attach
+    from hpcjax.backends import attach_one
 
     cluster = cluster_from_args(args)
     if jobid.is_element(args.target):
         from hpcjax.hosts import ship
 
-        run = attach(args.target, cluster)
+        run = attach_one(args.target, cluster, "report" if run_dir_needed else "fetch")
         if run_dir_needed and not getattr(run, "run_dir", None):
             raise UsageError(f"job {run.job_id} names no run directory: its command has no --run-dir (and it is "
                              "not a Trainer run), so there is nothing to report",

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from hpcjax.cli import kinds
-from hpcjax.errors import UsageError
+from hpcjax.errors import HpcjaxError, UsageError
 from hpcjax.validate import make_directory
 from hpcjax.cli.options import (add_backend_option, add_cluster_options, add_job_options, cluster_from_args,
                                 merged_options, spec_from_args, takes_command)
@@ -172,13 +172,14 @@ def interrupted_while_submitting(announced: list[str]) -> int:
 
 
 def cmd_status(args: argparse.Namespace, command: list[str]) -> int:
-    from hpcjax.launch import attach
+    from hpcjax.backends import attach_each
 
-    run = attach(args.job_id, cluster_from_args(args))
+    runs = attach_each(args.job_id, cluster_from_args(args))  # a sweep's id: each of its elements
     if args.json:
-        print(json.dumps(run.as_dict(), indent=2))
+        sweep = [run.as_dict() for run in runs] if runs[0].job_id != args.job_id.strip() else None
+        print(json.dumps(sweep if sweep is not None else runs[0].as_dict(), indent=2))  # a sweep's: a list
     else:
-        print(run.describe())
+        print("\n".join(run.describe() for run in runs))
     return 0
 
 
@@ -194,12 +195,12 @@ def visible(text: str) -> str:
 
 
 def cmd_logs(args: argparse.Namespace, command: list[str]) -> int:
-    from hpcjax.launch import attach
+    from hpcjax.backends import attach_one
 
     if args.follow and args.tail is not None:
         raise UsageError("--tail and --follow together", "--follow streams each log from its start; "
                          "drop --tail, or use --tail without --follow")
-    run = attach(args.job_id, cluster_from_args(args))
+    run = attach_one(args.job_id, cluster_from_args(args), "logs")
     shown = visible if sys.stdout.isatty() else str  # a terminal does what a log's escape sequences say
     if not args.follow:
         run.write_logs(lambda text: sys.stdout.write(shown(text)), rank=args.rank, tail=args.tail)
@@ -219,10 +220,20 @@ def cmd_logs(args: argparse.Namespace, command: list[str]) -> int:
 
 
 def cmd_cancel(args: argparse.Namespace, command: list[str]) -> int:
-    from hpcjax.launch import attach
+    from hpcjax.backends import attach_each
+    from hpcjax.contract import FINISHED_STATES
 
-    attach(args.job_id, cluster_from_args(args)).cancel()
-    print(f"cancelled job {args.job_id}", file=sys.stderr)
+    runs = attach_each(args.job_id, cluster_from_args(args))  # a sweep's id: each element not ended yet
+    if len(runs) > 1:
+        ended = [run for run in runs if run.state() in FINISHED_STATES]
+        if len(ended) == len(runs):
+            raise HpcjaxError(f"every element of sweep {args.job_id} has already ended; nothing to cancel",
+                              f"see `hpcjax status {args.job_id}`")
+        # the pending first: a running element cancelled first would let the next one start
+        runs = sorted((run for run in runs if run not in ended), key=lambda run: run.state() != "PENDING")
+    for run in runs:
+        run.cancel()
+        print(f"cancelled job {run.job_id}", file=sys.stderr)
     return 0
 
 

@@ -15,7 +15,7 @@ def cmd_stacks(args: argparse.Namespace, command: list[str]) -> int:
     from hpcjax import backends
     from hpcjax.follow import stacks
 
-    run = backends.attach(args.job_id, cluster_from_args(args))
+    run = backends.attach_one(args.job_id, cluster_from_args(args), "stacks")
     print(f"taking the stacks of job {run.job_id} (py-spy on every node)...", file=sys.stderr)
     entries, seconds = stacks.take(run, backends.get(run.backend), native=args.native)
     if args.rank is not None:

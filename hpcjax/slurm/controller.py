@@ -158,14 +158,15 @@ class Slurm:
         alone. Answered from the watcher's last poll of every followed job when it is fresh."""
         return self.watcher.status(check_job_id(job_id))
 
-    def cancel_job(self, job_id: str) -> None:
+    def cancel_job(self, job_id: str) -> JobStatus:
         """scancel, refusing a job SLURM does not know (scancel itself only warns) or one
-        that has already ended."""
+        that has already ended; the status it had."""
         status = self.watcher.status(check_job_id(job_id), fresh=True)  # raises for a job SLURM does not know
         if status.finished:
             raise HpcjaxError(f"job {job_id} has already ended ({status.state}); nothing to cancel",
                               f"see `hpcjax status {job_id}`")
         self.run(commands.cancel(job_id))
+        return status
 
     def hosts_of_ranks(self, status: JobStatus, num_ranks: int) -> dict[int, str]:
         """Rank -> node for the job's first step: srun places ranks block-wise, nodes in order."""

@@ -6,18 +6,19 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from datetime import datetime
 
 from hpcjax import jobid
 from hpcjax.catalog import records
-from hpcjax.contract import (DEFAULT_OUTPUT_DIR, PREFLIGHT_BAD_KEY, PREFLIGHT_KEY, Layout, batch_log_path, preflight_paths,
-                             rank_log_path)
+from hpcjax.contract import (DEFAULT_OUTPUT_DIR, FINISHED_STATES, PREFLIGHT_BAD_KEY, PREFLIGHT_KEY, Layout,
+                             batch_log_path, preflight_paths, rank_log_path)
 from hpcjax.errors import SubmitError
 from hpcjax.follow.outcome import Outcome, analyze, last_attempt, preflight_failed, srun_events, tail_lines
 from hpcjax.follow.run import Run
 from hpcjax.hosts.cluster import Cluster
 from hpcjax.job import profiles
 from hpcjax.slurm import commands, controller as slurmctl
-from hpcjax.slurm.status import JobStatus
+from hpcjax.slurm.status import CANCELLED_PENDING, JobStatus
 
 # Pending reasons that mean the job can never start as asked: waiting is pointless.
 NEVER_STARTS = {"PartitionConfig", "PartitionNodeLimit", "PartitionTimeLimit", "BadConstraints",
@@ -94,7 +95,10 @@ class SlurmRun(Run):
                               "compare the request with `sinfo -o '%P %D %c %G'`")
 
     def cancel(self) -> None:
-        self.slurm.cancel_job(self.job_id)
+        seen = self.slurm.cancel_job(self.job_id)
+        if seen.state == "PENDING" and records.load(self.catalog_key()):
+            # the record says who cancelled a job that never started (SLURM's word is the same for all)
+            records.update(self.catalog_key(), cancelled_at=datetime.now().isoformat(timespec="seconds"))
 
     def srun_ids(self) -> tuple[str, str]:
         """(the job `srun --jobid` joins, the id its ranks know the job by): an array element's own number."""
@@ -148,14 +152,21 @@ class SlurmRun(Run):
             records.update(self.catalog_key(), preflight_failures=failures)
 
     def _not_started(self) -> str:
-        """Why a job with --after never started: the first dependency that did not end as asked."""
-        for dependency in (records.load(self.catalog_key()) or {}).get("after") or []:
+        """Why a job that never started was cancelled: by `hpcjax cancel`, or by SLURM because a
+        dependency (--after) ended otherwise than asked, or from outside while it was pending."""
+        record = records.load(self.catalog_key()) or {}
+        if record.get("cancelled_at"):
+            return f"not started: cancelled with `hpcjax cancel` at {record['cancelled_at']}, while it was pending"
+        for dependency in record.get("after") or []:
             job, _, when = dependency.partition(":")
             lines = self.slurm.run(commands.states([job])).split()
-            ended = lines[-1].split("|")[-1] if lines else "UNKNOWN"
-            if when == "ok" and ended != "COMPLETED":
+            ended = lines[-1].split("|")[-1].split(" ")[0] if lines else "UNKNOWN"
+            # a dependency still pending or running cancelled nothing: the cancel came from outside
+            if when == "ok" and ended in FINISHED_STATES and ended != "COMPLETED":
                 return f"not started: job {job} {ended.lower()} (--after {dependency}), so SLURM cancelled this one"
-        return ""
+        if self._status is not None and self._status.reason == CANCELLED_PENDING:
+            return CANCELLED_PENDING
+        return "not started: cancelled while it was pending (scancel, or an administrator)"
 
     def _rank_log(self, rank: int):
         return rank_log_path(self.log_dir, self.job_id, rank)

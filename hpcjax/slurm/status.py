@@ -46,7 +46,7 @@ class JobStatus:
     def describe(self, script_exit: int | None = None) -> str:
         """`script_exit`: what the batch script itself says it exited with (its last attempt's
         record), which sacct shows less 128 when it is above 128 (130, a rank's Ctrl-C, as 2:0)."""
-        lines = [f"job {self.job_id} ({self.name}): {self.state}"
+        lines = [f"job {self.job_id}" + (f" ({self.name})" if self.name else "") + f": {self.state}"
                  + (f" ({self.reason})" if self.state == "PENDING" and self.reason else "")]
         code = self.exit_code
         if script_exit is not None and script_exit > 128 and self.job_exit_code == script_exit - 128:
@@ -71,14 +71,23 @@ def elapsed_seconds(text: str) -> int:
     return ((days * 24 + hours) * 60 + minutes) * 60 + seconds
 
 
-def status_of(job_id: str, queue: list[str] | None, rows: list[dict] | None, controller: dict | None) -> JobStatus:
+# An array element cancelled while it was pending leaves no trace of its own: squeue drops it, and
+# accounting only ever had the array's pending row ("741_[1-2%1]", then "741_[1%1]").
+CANCELLED_PENDING = "cancelled before it started: SLURM keeps no record of an array element cancelled while pending"
+
+
+def status_of(job_id: str, queue: list[str] | None, rows: list[dict] | None, controller: dict | None,
+              array_known: bool = False) -> JobStatus:
     """One job's status from what the controller (squeue's fields, or scontrol's row when
-    accounting is down) and accounting (sacct's rows) said about it."""
+    accounting is down) and accounting (sacct's rows) said about it. `array_known`: the controller or
+    accounting knows other elements of its array (an element absent beside them was cancelled pending)."""
     if rows is None:
         main, steps = controller or {}, []
     else:
         main = next((r for r in rows if r["JobID"] == job_id), {})
         steps = [r for r in rows if jobid.is_step_of(r["JobID"], job_id)]
+    if not queue and not main and rows is not None and array_known and "_" in job_id:
+        return JobStatus(job_id=job_id, name="", state="CANCELLED", reason=CANCELLED_PENDING)
     if not queue and not main:
         raise HpcjaxError(f"SLURM knows no job {job_id}" + (", and accounting is unavailable" if rows is None else ""),
                           "the controller forgets a job MinJobAge after it ends; check the id with "
@@ -123,10 +132,12 @@ class Watcher:
         asking = [j for j in self.following if j not in self.final]
         self.queries += 1
         queue, rows = at_once(lambda: self.slurm.queue_lines(asking), lambda: self.slurm.accounting_rows(asking))
+        # the arrays SLURM has elements of (a pending row "741_[1-2%1]" too)
+        arrays = {i.split("_", 1)[0] for i in [*queue, *(r["JobID"] for r in rows or [])] if "_" in i}
         for job_id in asking:
             controller = self.slurm.controller_row(job_id) if rows is None else None
             try:
-                status = status_of(job_id, queue.get(job_id), rows, controller)
+                status = status_of(job_id, queue.get(job_id), rows, controller, jobid.base(job_id) in arrays)
             except HpcjaxError as error:
                 self.answers[job_id] = error
                 continue

@@ -269,7 +269,7 @@ def test_logs_on_a_terminal_go_through_visible(empty, monkeypatch):
         def isatty(self):
             return True
 
-    monkeypatch.setattr("hpcjax.launch.attach", lambda job, cluster: Run())
+    monkeypatch.setattr("hpcjax.backends.attach_one", lambda job, cluster, verb: Run())
     for stream, shown in ((Terminal(), "\\x1b[2Jcleared"), (io.StringIO(), "\x1b[2Jcleared")):
         monkeypatch.setattr(sys, "stdout", stream)
         assert jobs.cmd_logs(jobs.argparse.Namespace(job_id="7", follow=False, tail=None, rank=None, cluster=None,

@@ -12,7 +12,7 @@ from hpcjax.slurm.controller import Slurm, check_job_id
 class FakeHost:
     """A host whose SLURM answers from a table and remembers every command it was given."""
 
-    name, key = "a stand-in host", "fake"
+    name, key, remote = "a stand-in host", "fake", False
 
     def __init__(self, answers):
         self.answers, self.commands = answers, []
@@ -112,3 +112,33 @@ def test_without_accounting_the_controller_answers_and_it_is_said_once(capsys, m
     assert slurm.job_status("8").state == "RUNNING"
     assert slurm.job_status("8").workdir == "/w"
     assert capsys.readouterr().err.count("accounting is unavailable") == 1
+
+
+def test_an_element_absent_beside_its_array_was_cancelled_while_pending():
+    """Issue 44: SLURM keeps no row of an array element cancelled while it was pending (squeue drops
+    it, accounting only had the array's pending row "741_[1-2%1]"): said as cancelled, not unknown."""
+    from hpcjax.slurm.status import CANCELLED_PENDING, status_of
+
+    rows = [{"JobID": "741_0", "JobName": "x", "State": "RUNNING", "ExitCode": "0:0", "Elapsed": "", "NodeList": "n1",
+             "Reason": "", "WorkDir": "/w", "NTasks": ""},
+            {"JobID": "741_[1%1]", "JobName": "x", "State": "PENDING", "ExitCode": "0:0", "Elapsed": "",
+             "NodeList": "", "Reason": "", "WorkDir": "/w", "NTasks": ""}]
+    gone = status_of("741_2", None, rows, None, array_known=True)
+    assert gone.state == "CANCELLED" and gone.finished and gone.reason == CANCELLED_PENDING
+    for array_known, known_rows in ((False, rows), (True, None)):  # nothing to infer it from: unknown, said
+        with pytest.raises(HpcjaxError, match="SLURM knows no job 741_2"):
+            status_of("741_2", None, known_rows, {}, array_known=array_known)
+    with pytest.raises(HpcjaxError, match="SLURM knows no job 741"):
+        status_of("741", None, rows, None, array_known=True)  # the array's own id is no element
+
+
+def test_a_sweeps_elements_are_found_by_its_array_id(tmp_path, monkeypatch):
+    from hpcjax.catalog import records
+
+    monkeypatch.setenv("HPCJAX_HOME", str(tmp_path))
+    for key in ("741_10", "741_2", "741_0", "7410_1", "741", "741_1@login.example", "741_x"):
+        (records.records_dir() / f"{key}.json").parent.mkdir(parents=True, exist_ok=True)
+        (records.records_dir() / f"{key}.json").write_text("{}")
+    assert records.element_ids("741") == ["741_0", "741_2", "741_10"]
+    assert records.element_ids("741", "login.example") == ["741_1"]
+    assert records.element_ids("74") == []

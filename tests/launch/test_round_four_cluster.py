@@ -1,0 +1,104 @@
+"""Bad input and seams, round four (issue 44), on the dev cluster: a sweep followed and cancelled by
+the id `submit` printed, an element cancelled while pending (SLURM keeps no row of it), a dependent
+the user cancelled (not SLURM because of its dependency), and `logs --follow` into a pipe. The
+cases without SLURM: tests/cli/test_bad_input_four.py."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import run_hpcjax
+
+pytestmark = pytest.mark.cluster
+
+ONE_GPU = ["--nodes", "1", "--gpus-per-node", "1", "--time", "5"]
+
+
+def squeue_ids(job: str) -> list[str]:
+    return subprocess.run(["squeue", "-h", "-r", "-j", job, "-o", "%i"], capture_output=True, text=True).stdout.split()
+
+
+def wait_until(check, timeout: float = 120.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if (found := check()):
+            return found
+        time.sleep(1.0)
+    raise AssertionError("timed out")
+
+
+def test_a_sweep_is_followed_and_cancelled_by_the_id_submit_printed(tmp_path, slurm_cluster, hpcjax_home):
+    done = run_hpcjax("submit", *ONE_GPU, "--sweep", "x=300,301,302", "--max-parallel", "1", "--", "sleep", "{x}",
+                      cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    array = done.stdout.split()[0]
+    elements = [f"{array}_{i}" for i in range(3)]
+    wait_until(lambda: f"{array}_0" in squeue_ids(array) and "R" in subprocess.run(
+        ["squeue", "-h", "-j", f"{array}_0", "-o", "%t"], capture_output=True, text=True).stdout)
+
+    status = run_hpcjax("status", array, cwd=tmp_path)
+    assert status.returncode == 0, status.stderr
+    assert [line.split(":")[0].split(" (")[0] for line in status.stdout.splitlines() if line.startswith("job ")] == \
+        [f"job {e}" for e in elements]
+    shown = json.loads(run_hpcjax("status", array, "--json", cwd=tmp_path).stdout)
+    assert [s["job_id"] for s in shown] == elements and [s["state"] for s in shown][1:] == ["PENDING", "PENDING"]
+    for verb in ("logs", "stacks", "fetch"):
+        refused = run_hpcjax(verb, array, cwd=tmp_path)
+        assert refused.returncode == 2 and f"job {array} is a sweep of 3 elements" in refused.stderr, refused.stderr
+        assert f"hpcjax {verb} {array}_0" in refused.stderr
+
+    # an element cancelled from outside while pending leaves no row of its own: `runs` still says so
+    subprocess.run(["scancel", f"{array}_2"], check=True)
+    wait_until(lambda: f"{array}_2" not in squeue_ids(array))
+    rows = {r["key"]: r for r in json.loads(run_hpcjax("runs", "--json", cwd=tmp_path).stdout)}
+    assert rows[f"{array}_2"]["state"] == "CANCELLED", rows[f"{array}_2"]
+
+    cancel = run_hpcjax("cancel", array, cwd=tmp_path)
+    assert cancel.returncode == 0, cancel.stderr
+    assert cancel.stderr.split("\n")[:2] == [f"cancelled job {array}_1", f"cancelled job {array}_0"]  # pending first
+    wait_until(lambda: not squeue_ids(array))
+    ended = {e: run_hpcjax("status", e, cwd=tmp_path).stdout for e in elements}
+    assert all(f"job {e} ended CANCELLED" in ended[e] for e in elements), ended
+    assert "not started: cancelled with `hpcjax cancel`" in ended[f"{array}_1"]
+    assert "SLURM keeps no record of an array element cancelled while pending" in ended[f"{array}_2"]
+    again = run_hpcjax("cancel", array, cwd=tmp_path)
+    assert again.returncode == 1 and f"every element of sweep {array} has already ended" in again.stderr
+
+
+def test_a_dependent_the_user_cancelled_is_not_said_to_be_cancelled_by_its_dependency(tmp_path, slurm_cluster,
+                                                                                       hpcjax_home):
+    first = run_hpcjax("submit", *ONE_GPU, "--", "sleep", "300", cwd=tmp_path).stdout.strip()
+    ours = run_hpcjax("submit", *ONE_GPU, "--after", first, "--", "true", cwd=tmp_path).stdout.strip()
+    outside = run_hpcjax("submit", *ONE_GPU, "--after", first, "--", "true", cwd=tmp_path).stdout.strip()
+    try:
+        assert run_hpcjax("cancel", ours, cwd=tmp_path).returncode == 0
+        subprocess.run(["scancel", outside], check=True)
+        wait_until(lambda: not squeue_ids(f"{ours},{outside}"))
+        said = run_hpcjax("status", ours, cwd=tmp_path).stdout
+        assert "not started: cancelled with `hpcjax cancel`" in said and "so SLURM cancelled" not in said, said
+        said = run_hpcjax("status", outside, cwd=tmp_path).stdout
+        assert "not started: cancelled while it was pending" in said and "so SLURM cancelled" not in said, said
+    finally:
+        subprocess.run(["scancel", first])
+
+
+def test_logs_follow_into_a_pipe_streams_each_line_as_the_job_writes_it(tmp_path, slurm_cluster, hpcjax_home):
+    """Issue 44: `hpcjax logs --follow | grep loss` showed nothing until the job ended (block-buffered)."""
+    program = "import time; print('loss 1.0', flush=True); time.sleep(40); print('loss 0.5', flush=True)"
+    job = run_hpcjax("submit", *ONE_GPU, "--", sys.executable, "-c", program, cwd=tmp_path).stdout.strip()
+    follow = subprocess.Popen([sys.executable, "-m", "hpcjax", "logs", "--follow", job], cwd=tmp_path,
+                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        first = follow.stdout.readline()  # a pipe, as `| grep loss` gives it
+        state = subprocess.run(["squeue", "-h", "-j", job, "-o", "%T"], capture_output=True, text=True).stdout.strip()
+        assert first.endswith("loss 1.0\n") and state == "RUNNING", (first, state)  # before the job ended
+        rest = follow.communicate(timeout=120)[0]
+        assert rest.endswith("loss 0.5\n") and follow.returncode == 0
+    finally:
+        follow.kill()
+        subprocess.run(["scancel", job])
