@@ -141,10 +141,10 @@ class SlurmBackend(Backend):
         for run, element in zip(runs, sub.elements):
             fields = sub.record_fields(element, job_id)
             if sub.hold:
-                fields.update(kind=holds.KIND, hold_name=sub.spec.job_name, job_id=job_id)
+                fields.update(kind=holds.KIND, hold_name=sub.hold_name or sub.spec.job_name, job_id=job_id)
             self._record(sub, run, fields)
         what = f"job {job_id}" if not sub.spec.array else f"job array {job_id} of {sub.spec.array} elements"
-        what = f"hold {sub.spec.job_name} ({what})" if sub.hold else what
+        what = f"hold {sub.hold_name or sub.spec.job_name} ({what})" if sub.hold else what
         where = f" on {cluster.name}" if cluster.remote else ""
         say(f"submitted {what}{where} ({sub.spec.layout.described}); logs in {sub.log_dir}/")
         return runs

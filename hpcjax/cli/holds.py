@@ -44,7 +44,7 @@ def cmd_hold(args: argparse.Namespace, command: list[str]) -> int:
         if any(h.name == args.name and not holds.ended(h, cluster) for h in holds.holds(cluster)):
             raise UsageError(f"a hold named {args.name!r} is up already", f"use it (--on {args.name}), release it "
                              f"(hpcjax release {args.name}), or give another --name")
-        sub = submission_of(args, spec, values, cluster, ship_code=False, hold=True,
+        sub = submission_of(args, spec, values, cluster, ship_code=False, hold=True, hold_name=args.name,
                             announce=lambda job_id: print(job_id, flush=True))
         [run] = steps.submit(sub)
     if args.no_wait:

@@ -43,6 +43,7 @@ class Submission:
     announce: object | None = None  # announce(job_id), as soon as it is recorded
     dirs_there: tuple = ()  # directories the stage makes there first (the API's calls folder)
     hold: bool = False  # the job is a held allocation (hpcjax hold): its script is the hold's agent
+    hold_name: str = ""  # its name for --on and release (-J is SLURM's name for its job, which may differ)
     # what the steps learn and make
     workdir: str = ""  # where the job starts (its snapshot on a cluster)
     log_dir: str = ""

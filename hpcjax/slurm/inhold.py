@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 
 from hpcjax import jobid
-from hpcjax.contract import FINISHED_STATES, WARNING_SIGNAL, Layout
+from hpcjax.contract import FINISHED_STATES, WARNING_SIGNAL, Layout, rank_log_path
 from hpcjax.errors import HpcjaxError, UsageError
 from hpcjax.follow.outcome import Finding, Outcome
 from hpcjax.follow.run import Run
@@ -20,6 +20,7 @@ from hpcjax.slurm.job import SlurmRun
 from hpcjax.slurm.status import JobStatus
 
 WARNED = "warning signal not handled"  # follow.triage's name for a rank killed by the warning
+TAIL_BYTES = 4096  # of rank 0's log: where slurmstepd says a step ran out of time
 
 class InHoldRun(SlurmRun):
     poll_s = 0.5  # the queue is a file read: a job in a hold starts within a second, say so as soon
@@ -32,6 +33,7 @@ class InHoldRun(SlurmRun):
         self.slurm.watcher.follow(self.hold_job)
         self._status: JobStatus | None = None
         self._queue: dict = {}
+        self._timed_out: bool | None = None
 
     @classmethod
     def attach(cls, job_id: str, record: dict | None, cluster: Cluster | None = None) -> "InHoldRun":
@@ -51,7 +53,9 @@ class InHoldRun(SlurmRun):
         files = queue["files"]
         reason, code = "", queue.get("rc", "")
         if "rc" in files:
-            state = "COMPLETED" if code == "0" else "CANCELLED" if files & {"cancel", "withdrawn"} else "FAILED"
+            # cancelled is cancelled, as SLURM says of a job whose program saved and exited 0 in its grace
+            state = "CANCELLED" if files & {"cancel", "withdrawn"} else "COMPLETED" if code == "0" else \
+                "TIMEOUT" if self._out_of_time() else "FAILED"
         elif hold.finished:  # the hold ended first: while the job ran, or before it started
             state = hold.state if files & {"running", "ended"} else "CANCELLED"
             reason = queue.get("why") or f"hold {self.hold_name} (job {self.hold_job}) ended {hold.state}"
@@ -66,10 +70,22 @@ class InHoldRun(SlurmRun):
                              f"{self.spool}", "the queue may have been removed; `hpcjax holds` lists the holds")
         # A cancelled job's code is SLURM's for one: 0 and the signal (its ranks' 143 or 137 is the cancel's doing).
         exit_code = "0:15" if state == "CANCELLED" else f"{code}:0" if code else ""
+        # Its steps are the hold's steps named after it (on the nodes it asked for: --nodes, --exclude),
+        # numbered as its own, so its ranks' nodes are found as a plain job's.
+        steps = [{**step, "JobID": f"{self.job_id}.{number}"}
+                 for number, step in enumerate(s for s in hold.steps if s.get("JobName") == self.job_id)]
         self._status = JobStatus(job_id=self.job_id, name=f"in hold {self.hold_name}", state=state, reason=reason,
-                                 exit_code=exit_code, nodelist=hold.nodelist,
-                                 workdir=hold.workdir)
+                                 exit_code=exit_code, nodelist=steps[0]["NodeList"] if steps else hold.nodelist,
+                                 workdir=hold.workdir, steps=steps)
         return self._status
+
+    def _out_of_time(self) -> bool:
+        """Whether the job's own --time ended it (its steps carry it): SLURM's line in its ranks' logs,
+        as a plain job's TIMEOUT. Read once, from the end of rank 0's log."""
+        if self._timed_out is None:
+            tail = self.files.read_ends([str(rank_log_path(self.log_dir, self.job_id, 0))], TAIL_BYTES)
+            self._timed_out = any(b"DUE TO TIME LIMIT" in (data or b"") for data in tail.values())
+        return self._timed_out
 
     def poll(self) -> tuple[str, str]:
         status = self.status()

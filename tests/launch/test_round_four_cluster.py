@@ -6,6 +6,7 @@ cases without SLURM: tests/cli/test_bad_input_four.py."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -102,3 +103,47 @@ def test_logs_follow_into_a_pipe_streams_each_line_as_the_job_writes_it(tmp_path
     finally:
         follow.kill()
         subprocess.run(["scancel", job])
+
+
+SAVES_ON_TERM = [sys.executable, "-c", "import signal, sys, time\n"
+                 "def saved(*_):\n    print('saved on SIGTERM', flush=True); sys.exit(0)\n"
+                 "signal.signal(signal.SIGTERM, saved); print('working', flush=True); time.sleep(300)"]
+
+
+def test_a_hold_keeps_what_the_user_asked_for(tmp_path, slurm_cluster, hpcjax_home):
+    """Issue 44: -J on `hold` was dropped; two holds of one name both came up; a job's --time and
+    --exclude were ignored inside a hold; a cancel in a hold killed the ranks without SLURM's grace."""
+    name = f"r{os.getpid()}"
+    done = run_hpcjax("hold", "--name", name, "-J", f"sq-{name}", "--nodes", "2", "--gpus-per-node", "1",
+                      "--time", "6", cwd=tmp_path, timeout=300)
+    assert done.returncode == 0 and f"hold {name} ready" in done.stderr, done.stderr
+    held = done.stdout.strip()
+    try:
+        assert subprocess.run(["squeue", "-h", "-j", held, "-o", "%j"], capture_output=True,
+                              text=True).stdout.strip() == f"sq-{name}"  # SLURM's name is -J's
+        twice = run_hpcjax("hold", "--name", name, "--nodes", "1", "--gpus-per-node", "1", cwd=tmp_path)
+        assert twice.returncode == 2 and f"a hold named {name!r} is up already" in twice.stderr, twice.stderr
+
+        elsewhere = run_hpcjax("submit", "--on", name, "--nodes", "1", "--exclude", "node1", "--wait", "--",
+                               "bash", "-c", "echo on $SLURMD_NODENAME", cwd=tmp_path)
+        job = elsewhere.stdout.strip()
+        assert elsewhere.returncode == 0, elsewhere.stderr
+        assert run_hpcjax("logs", job, cwd=tmp_path).stdout == "[rank 0 node2] on node2\n"
+
+        saving = run_hpcjax("submit", "--on", name, "--nodes", "1", "--", *SAVES_ON_TERM, cwd=tmp_path).stdout.strip()
+        wait_until(lambda: "working" in run_hpcjax("logs", saving, cwd=tmp_path).stdout)
+        assert run_hpcjax("cancel", saving, cwd=tmp_path).returncode == 0
+        wait_until(lambda: "CANCELLED" in run_hpcjax("status", saving, cwd=tmp_path).stdout.split("\n")[0])
+        assert "saved on SIGTERM" in run_hpcjax("logs", saving, cwd=tmp_path).stdout  # the grace a plain job gets
+
+        timed = run_hpcjax("submit", "--on", name, "--nodes", "1", "--time", "1", "--wait", "--", "sleep", "300",
+                           cwd=tmp_path, timeout=300)
+        assert timed.returncode != 0 and f"job {timed.stdout.strip()} ended TIMEOUT" in timed.stderr, timed.stderr
+        assert "likely cause: time limit" in timed.stderr
+        assert squeue(held).endswith("RUNNING")  # the hold outlives them all
+    finally:
+        run_hpcjax("release", name, cwd=tmp_path)
+
+
+def squeue(job: str) -> str:
+    return subprocess.run(["squeue", "-h", "-j", job, "-o", "%T"], capture_output=True, text=True).stdout.strip()
