@@ -140,6 +140,9 @@ class Watcher:
                 status = status_of(job_id, queue.get(job_id), rows, controller, jobid.base(job_id) in arrays)
             except HpcjaxError as error:
                 self.answers[job_id] = error
+                # asked again only when asked for again (status() follows it): an id SLURM does not
+                # know must not ride along in every later query of this process
+                self.following.remove(job_id)
                 continue
             self.answers[job_id] = status
             accounted = rows is not None and any(r["JobID"] == job_id and r["State"].split(" ")[0] in FINISHED_STATES
