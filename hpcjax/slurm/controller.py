@@ -28,6 +28,9 @@ QUERIES = {"squeue", "sacct", "sinfo", "scontrol"}
 QUERY_TRIES, QUERY_BACKOFF_S = 4, 0.5
 # Answers that will not change on a retry.
 FINAL_ERRORS = ("Invalid job id", "Invalid user", "Unknown", "accounting storage is disabled")
+# squeue's refusal of one id of a list it cannot read as a job number (0, 4294967294 and up: a
+# local backend's id or a typo that reached a SLURM query); it then answers for none of them.
+REFUSED_ID = re.compile(r"Invalid job id: (\S+)")
 # After accounting failed (slurmdbd down, or no accounting at all), ask the controller
 # alone for this long before trying accounting again: each try costs its retries.
 ACCOUNTING_RETRY_S = 60.0
@@ -101,14 +104,24 @@ class Slurm:
     def queue_lines(self, job_ids: list[str]) -> dict[str, list[str]]:
         """squeue's fields by job id (array elements as A_i) for every job the controller
         still remembers; forgotten jobs (MinJobAge) are simply absent."""
-        try:
-            text = self.run(commands.queue(job_ids))
-        except SlurmNotFound:
-            raise
-        except HpcjaxError as err:
-            if "Invalid job id" in err.message:  # said only when it knows none of them
+        asking = list(job_ids)
+        while True:
+            if not asking:
                 return {}
-            raise
+            try:
+                text = self.run(commands.queue(asking))
+                break
+            except SlurmNotFound:
+                raise
+            except HpcjaxError as err:
+                refused = REFUSED_ID.search(err.message)
+                others = [j for j in asking if not refused or jobid.base(j) != refused.group(1)]
+                if len(others) < len(asking):  # one id it cannot read refuses the whole query: ask for the others
+                    asking = others
+                    continue
+                if "Invalid job id" in err.message and not refused:  # said of a single job it does not know
+                    return {}
+                raise
         lines = {}
         for line in text.splitlines():
             fields = line.split("|")

@@ -42,7 +42,13 @@ def agent(tmp_path):
                    job_name="dev")
     script = tmp_path / "hold.sh"
     script.write_text(render_sbatch(spec, hold=True))
-    env = {**os.environ, "SLURM_JOB_ID": "77", "SLURMD_NODENAME": "node1", "SLURM_JOB_NODELIST": "node[1-2]"}
+    # squeue's word on the hold's end time, a stand-in: what tmp_path/end says, else a day from now
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "squeue").write_text(f'#!/bin/bash\ncat "{tmp_path}/end" 2>/dev/null || date -d tomorrow +%Y-%m-%dT%H:%M:%S\n')
+    (bin_dir / "squeue").chmod(0o755)
+    env = {**os.environ, "SLURM_JOB_ID": "77", "SLURMD_NODENAME": "node1", "SLURM_JOB_NODELIST": "node[1-2]",
+           "PATH": f"{bin_dir}:{os.environ['PATH']}"}
     proc = subprocess.Popen(["bash", str(script)], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, start_new_session=True)
     hold = holds.Hold("dev", "77", str(logs), Layout(nodes=2, gpus_per_node=4), "77", None)
@@ -100,6 +106,22 @@ def test_the_end_of_the_hold_is_said_to_the_job_running_in_it(agent, tmp_path):
     state = holds.state_of(this_machine(), hold.spool, key)
     assert "rc" not in state and state["why"].startswith("SLURM ended the hold")
     assert "the hold ends: SLURM ended the hold" in proc.stdout.read()
+
+
+def test_a_job_that_fails_once_the_holds_time_is_up_ended_with_the_hold(agent, tmp_path):
+    """At the hold's time limit SLURM kills the job's steps a moment before it signals the agent
+    (seen in CI: the job's rc was written, and it was called a failure of its own). A job that fails
+    once squeue's end time has come ended with the hold; one that fails before it failed itself."""
+    proc, hold = agent
+    early, _ = queue(hold, tmp_path, "exit 1", "a")
+    wait_for(lambda: holds.state_of(this_machine(), hold.spool, early).get("rc"))
+    (tmp_path / "end").write_text(time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(time.time() - 1)) + "\n")
+    late, _ = queue(hold, tmp_path, "exit 1", "b")
+    proc.wait(timeout=20)
+    assert holds.state_of(this_machine(), hold.spool, early)["rc"] == "1"
+    state = holds.state_of(this_machine(), hold.spool, late)
+    assert "rc" not in state and state["why"] == "SLURM ended the hold (its time limit)", state
+    assert "the hold ends: SLURM ended the hold (its time limit)" in proc.stdout.read()
 
 
 def test_a_job_that_does_not_fit_the_hold_is_named_with_the_holds_size():

@@ -142,3 +142,32 @@ def test_a_sweeps_elements_are_found_by_its_array_id(tmp_path, monkeypatch):
     assert records.element_ids("741") == ["741_0", "741_2", "741_10"]
     assert records.element_ids("741", "login.example") == ["741_1"]
     assert records.element_ids("74") == []
+
+
+def test_an_id_squeue_cannot_read_does_not_hide_the_other_jobs_of_its_query():
+    """squeue refuses a whole list for one id it cannot read as a job number (0, 4294967294 and up:
+    seen on the dev cluster), and says so; the watcher asks again without it. A job just submitted
+    beside such an id was once 'a job SLURM knows not' (CI, 2026-11-27)."""
+    def answers(argv):
+        if argv[0] == "squeue":
+            asked = argv[argv.index("-j") + 1].split(",")
+            for bad in ("0", "4294967295"):
+                if bad in asked:
+                    return 1, f"squeue: error: Invalid job id: {bad}"
+            return 0, "".join(f"{j}|job{j}|PENDING|None||0:00\n" for j in asked)
+        return 0, ""  # accounting has no row yet of a job just submitted
+    host = FakeHost(answers)
+    slurm = Slurm(host)
+    for job_id in ("0", "4294967295"):
+        slurm.watcher.follow(job_id)
+    assert slurm.job_status("1290").state == "PENDING"
+    for job_id in ("0", "4294967295"):
+        with pytest.raises(HpcjaxError, match=f"SLURM knows no job {job_id}"):
+            slurm.job_status(job_id)
+    assert host.count("squeue") == 3  # one poll asked three times: all, without 0, without 4294967295
+
+
+def test_a_refusal_that_names_no_asked_id_is_an_error_not_a_loop():
+    host = FakeHost(lambda argv: (1, "squeue: error: Invalid job id: 12x") if argv[0] == "squeue" else (0, ""))
+    with pytest.raises(HpcjaxError, match="Invalid job id: 12x"):
+        Slurm(host).job_status("5")

@@ -14,6 +14,7 @@ import time
 import pytest
 
 from conftest import run_hpcjax
+from hpcjax.errors import HpcjaxError
 
 pytestmark = pytest.mark.cluster
 
@@ -188,3 +189,20 @@ def test_unknown_job_ids_are_clear_errors(tmp_path, slurm_cluster, hpcjax_home):
     for verb in ("status", "logs"):
         result = run_hpcjax(verb, "987654", cwd=tmp_path)
         assert result.returncode == 1 and "error: SLURM knows no job 987654" in result.stderr, result.stderr
+
+
+def test_ids_squeue_cannot_read_do_not_hide_a_job_just_submitted(tmp_path, slurm_cluster, hpcjax_home):
+    """In one process, an id asked for earlier that squeue refuses as no job number (0, 4294967294
+    and up; `hpcjax status 0` with SLURM unreachable left one followed) once made the next poll
+    answer for no job at all: a job just submitted was 'a job SLURM knows not' (CI, 2026-11-27)."""
+    from hpcjax.slurm.controller import slurm_on
+
+    slurm = slurm_on()
+    for unreadable in ("0", "4294967294"):
+        slurm.watcher.follow(unreadable)
+    job = subprocess.run(["sbatch", "--parsable", "--wrap", "sleep 1", "-o", str(tmp_path / "out")],
+                         capture_output=True, text=True, check=True).stdout.strip()
+    assert slurm.watcher.status(job, fresh=True).state in ("PENDING", "RUNNING", "COMPLETED")
+    for unreadable in ("0", "4294967294"):
+        with pytest.raises(HpcjaxError, match=f"SLURM knows no job {unreadable}"):
+            slurm.watcher.status(unreadable, fresh=True)
