@@ -91,7 +91,8 @@ class Outcome:
         lines = [f"job {self.job_id} ended {self.state} (exit code {self.exit_code})"]
         lines += [failure.describe() for failure in self.failed]
         if self.stopped:
-            lines.append(f"ranks stopped by {self.stopped_by} after the failure: {ranges(list(self.stopped))}")
+            after = " after the failure" if self.failed else ""  # a cancelled or timed-out job had none
+            lines.append(f"ranks stopped by {self.stopped_by}{after}: {ranges(list(self.stopped))}")
         if self.note:
             lines.append(self.note)
         if self.causes:

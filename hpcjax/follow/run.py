@@ -93,7 +93,7 @@ class Run:
 
     def _with_ending(self, text: str) -> str:
         outcome = self.outcome
-        return "\n".join(filter(None, [text, self.describe_attempts(),
+        return "\n".join(filter(None, [text, self.describe_attempts(outcome.state if outcome else ""),
                                         outcome.report() if outcome and not outcome.ok else ""]))
 
     def _with_outcome(self, data: dict) -> dict:
@@ -164,10 +164,14 @@ class Run:
         # a line cut short by a kill: the others still count
         return jsonlines.objects(self.files.read_text(str(attempts_log_path(self.log_dir, self.job_id))))
 
-    def describe_attempts(self) -> str:
+    def describe_attempts(self, state: str = "") -> str:
+        """The attempts line; `state` the job's final state: the last attempt of a job cancelled or
+        timed out ended that way (its script saw only the signal's exit code, 143)."""
         attempts = self.attempts()
         if not attempts:
             return ""
+        if state in ("CANCELLED", "TIMEOUT") and attempts[-1].get("ended") == "failed":
+            attempts[-1] = {**attempts[-1], "ended": state.lower().replace("timeout", "timed out")}
         return f"  attempts: {len(attempts)} ended: " + "; ".join(
             f"{a.get('attempt')} {a.get('ended')}"
             + (f" (exit {a['exit_code']})" if a.get("ended") == "failed" and a.get("exit_code") else "")

@@ -7,6 +7,7 @@ kind: no other exception, for any input."""
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 
@@ -132,3 +133,24 @@ def test_any_tree_an_upload_walks_is_taken_or_refused_by_name(tmp_path_factory, 
         assert bad and error.hint, error
     else:
         assert not bad and local == tree.resolve()
+
+
+@SETTINGS
+@given(node=odd_text, as_json=st.booleans())
+def test_any_node_name_is_looked_up_or_refused(tmp_path_factory, node, as_json):
+    work, (code, out, err) = run_cli(tmp_path_factory, "nodes", *(["--json"] if as_json else []), "--", node)
+    clean(code, out, err)
+    if code == 0 and as_json:
+        assert json.loads(out) == []  # no preflight failed in a fresh home
+
+
+@SETTINGS
+@given(words=st.lists(odd_text, min_size=1, max_size=3), name=odd_text)
+def test_any_shell_command_on_any_hold_is_refused_before_anything_runs(tmp_path_factory, words, name):
+    os.environ["SLURM_CONF"] = "/nonexistent"
+    try:
+        work, (code, out, err) = run_cli(tmp_path_factory, "shell", "--on", name, "--", *words)
+    finally:
+        del os.environ["SLURM_CONF"]
+    clean(code, out, err)
+    assert code != 0 and out == ""  # no hold is up here

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from hpcjax.follow.outcome import TaskEvent, analyze, srun_events, tail_lines
+from hpcjax.follow.outcome import Outcome, TaskEvent, analyze, srun_events, tail_lines
 
 BATCH_LOG = """\
 srun: error: node2: task 5: Exited with exit code 3
@@ -130,3 +130,27 @@ def test_of_two_ranks_the_one_outside_jax_held_the_one_waiting_in_a_collective()
     assert hang.held_by == (1,) and "stuck elsewhere than the others, which wait in _handle_array" in hang.why
     both_in_jax = _hang_entry(1, 6, ("block_until_ready", "jax/_src/array.py"))
     assert hangs.judge([waiting, both_in_jax], 2, {"rank": 0}).held_by == ()
+
+
+def test_a_cancelled_jobs_stopped_ranks_are_not_said_to_follow_a_failure():
+    """Seen on the local backend: a cancelled job's report said 'after the failure' of no failure."""
+    text = Outcome(job_id="5", state="CANCELLED", exit_code=143, stopped=(0, 1), stopped_by="hpcjax",
+                   note="the job was cancelled: every rank was stopped").report()
+    assert "ranks stopped by hpcjax: 0-1" in text and "failure" not in text, text
+
+
+@pytest.mark.parametrize("state, said", [("CANCELLED", "2 cancelled on node1"), ("TIMEOUT", "2 timed out on node1"),
+                                         ("FAILED", "2 failed (exit 143) on node1")])
+def test_the_last_attempt_of_a_cancelled_or_timed_out_job_is_not_called_failed(tmp_path, state, said):
+    """The batch script (and a hold's agent) sees a cancel as exit 143: the attempts line said
+    'failed (exit 143)' of a job hpcjax cancelled."""
+    import json
+
+    from hpcjax.contract import attempts_log_path
+    from hpcjax.follow.run import Run
+
+    lines = [{"attempt": 1, "ended": "stopped", "nodes": "node1"},
+             {"attempt": 2, "ended": "failed", "exit_code": 143, "nodes": "node1"}]
+    attempts_log_path(tmp_path, "9").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    text = Run("9", tmp_path, 1).describe_attempts(state)
+    assert text == f"  attempts: 2 ended: 1 stopped on node1; {said}"
