@@ -6,10 +6,12 @@ hpcjax never installs anything into the job's Python: with no Jupyter there, it 
 from __future__ import annotations
 
 import argparse
+import queue
 import re
 import shlex
 import subprocess
 import sys
+import threading
 import time
 
 from hpcjax.cli import kinds
@@ -79,11 +81,11 @@ def cmd_jupyter(args: argparse.Namespace, command: list[str]) -> int:
     started = (subprocess.Popen(server, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
                if not host.remote else subprocess.Popen(host.ssh(host.destination, shlex.join(server)),
                                                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
-    url = wait_for_url(started)
+    url, said = wait_for_url(started)
     if url is None:
         started.terminate()
-        raise HpcjaxError(f"Jupyter on {node} printed no address", "run it by hand: hpcjax shell --on "
-                          f"{args.on} -- {python} -m jupyter lab --no-browser")
+        raise HpcjaxError(f"Jupyter on {node} printed no address" + (f"; its last lines:\n{said}" if said else ""),
+                          f"run it by hand: hpcjax shell --on {args.on} -- {python} -m {app} --no-browser")
     try:
         if host.remote:
             forward = f"127.0.0.1:{args.port}:{node}:{args.port}"
@@ -97,19 +99,43 @@ def cmd_jupyter(args: argparse.Namespace, command: list[str]) -> int:
     finally:
         if started.poll() is None:
             started.terminate()
+            started.wait()
     return 0
 
 
-def wait_for_url(process, timeout_s: float = 120.0) -> str | None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        line = process.stdout.readline()
-        if not line:
-            return None
-        found = URL.search(line)
-        if found:
-            return found.group(0)
-    return None
+def wait_for_url(process, timeout_s: float = 120.0) -> tuple[str | None, str]:
+    """(the address the server printed, or None if it ended or said none in time; its last lines).
+    Its output is read by a thread from the start to its end: lines after the address go to stderr
+    (Jupyter's log, as in a terminal), so a long session never stalls the server on a full pipe."""
+    lines: queue.Queue = queue.Queue()
+    found_it = threading.Event()
+
+    def pump() -> None:
+        for line in process.stdout:
+            if found_it.is_set():
+                sys.stderr.write(line)
+            else:
+                lines.put(line)
+        lines.put(None)
+
+    threading.Thread(target=pump, daemon=True).start()
+    deadline, said = time.monotonic() + timeout_s, []
+    while True:
+        try:
+            line = lines.get(timeout=max(0.0, deadline - time.monotonic()))
+        except queue.Empty:
+            return None, "".join(said[-10:])
+        if line is None:
+            return None, "".join(said[-10:])
+        said.append(line)
+        url = URL.search(line)
+        if url:
+            found_it.set()
+            while not lines.empty():  # what came before the thread saw the flag: said, not lost
+                rest = lines.get()
+                if rest is not None:
+                    sys.stderr.write(rest)
+            return url.group(0), ""
 
 
 def add_node_shell_verbs(sub) -> None:

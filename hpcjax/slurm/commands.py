@@ -7,8 +7,9 @@ from __future__ import annotations
 
 from hpcjax import jobid
 
-# squeue's fields with -r: one line per array element, named A_i
-QUEUE_FIELDS = "%i|%j|%T|%r|%N|%M"
+# squeue's fields with -r: one line per array element, named A_i. %S: a running job's start, a
+# pending one's expected start where the scheduler has computed one (what `squeue --start` shows), else N/A.
+QUEUE_FIELDS = "%i|%j|%T|%r|%N|%M|%S"
 # sacct's fields of a job (and of its steps) as hpcjax reads them
 ACCOUNTING_FIELDS = ("JobID", "JobName", "State", "ExitCode", "Elapsed", "NodeList", "NTasks", "Reason", "WorkDir")
 # sacct's fields of each attempt of a job (--duplicates: a requeued job has one row per attempt)

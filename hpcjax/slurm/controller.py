@@ -125,7 +125,7 @@ class Slurm:
         lines = {}
         for line in text.splitlines():
             fields = line.split("|")
-            if len(fields) == 6:
+            if len(fields) == commands.QUEUE_FIELDS.count("|") + 1:
                 lines[fields[0]] = fields[1:]
         return lines
 

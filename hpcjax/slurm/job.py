@@ -17,13 +17,9 @@ from hpcjax.follow.outcome import Outcome, analyze, last_attempt, preflight_fail
 from hpcjax.follow.run import Run
 from hpcjax.hosts.cluster import Cluster
 from hpcjax.job import profiles
-from hpcjax.slurm import commands, controller as slurmctl
+from hpcjax.slurm import commands, controller as slurmctl, reasons
 from hpcjax.slurm.status import CANCELLED_PENDING, JobStatus
 
-# Pending reasons that mean the job can never start as asked: waiting is pointless.
-NEVER_STARTS = {"PartitionConfig", "PartitionNodeLimit", "PartitionTimeLimit", "BadConstraints",
-                "InvalidAccount", "InvalidQOS", "AccountNotAllowed", "QOSNotAllowed",
-                "ReqNodeNotAvail, UnavailableNodes:", "JobHeldAdmin", "DependencyNeverSatisfied"}
 # How long a submit looks for the scheduler's first word on a job before it returns (the id is
 # printed before): SLURM tries a new job at once, so a reason it can never start comes within
 # this on an idle controller; on a busy one the follower (`--wait`, `status`, fit()) says it later.
@@ -65,7 +61,7 @@ class SlurmRun(Run):
 
     def poll(self) -> tuple[str, str]:
         status = self.status()
-        shown = status.state + (f" ({status.reason})" if status.state == "PENDING" else "")
+        shown = status.state + (f": {status.pending_words()}" if status.state == "PENDING" else "")
         if status.state == "RUNNING":
             shown += f" on {status.nodelist}"
         if status.state == "PENDING":
@@ -86,13 +82,14 @@ class SlurmRun(Run):
             time.sleep(LOOK_EVERY_S)
 
     def _fail_if_never_starts(self, status: JobStatus) -> None:
-        if status.reason in NEVER_STARTS or status.reason.startswith("ReqNodeNotAvail"):
+        if reasons.never_starts(status.reason):
             self.slurm.run(commands.cancel(jobid.base(self.job_id)))  # an array's elements share the spec
             summary = self.slurm.summary()
+            words, change = reasons.explain(status.reason)
             raise SubmitError(f"job {self.job_id} can never start: SLURM holds it with reason "
-                              f"{status.reason}; it was cancelled",
-                              f"ask for what the cluster has: {summary}" if summary else
-                              "compare the request with `sinfo -o '%P %D %c %G'`")
+                              f"{status.reason} ({words.removesuffix(': it can never start')}); it was cancelled",
+                              (f"{change}; " if change else "") + (f"the cluster has: {summary}" if summary else
+                                                                   "compare the request with `sinfo -o '%P %D %c %G'`"))
 
     def cancel(self) -> None:
         seen = self.slurm.cancel_job(self.job_id)

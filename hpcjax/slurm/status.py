@@ -13,6 +13,7 @@ from datetime import datetime
 from hpcjax import jobid
 from hpcjax.contract import FINISHED_STATES
 from hpcjax.errors import HpcjaxError
+from hpcjax.slurm import reasons
 from hpcjax.slurm.commands import ATTEMPT_FIELDS
 
 FRESH_S = 1.0  # an answer younger than this is still the news: polls within it share one query
@@ -29,6 +30,7 @@ class JobStatus:
     nodelist: str = ""
     workdir: str = ""
     steps: list[dict] = field(default_factory=list)
+    start: str = ""  # a pending job's expected start (SLURM's estimate, ISO local time), if it has one
 
     @property
     def finished(self) -> bool:
@@ -43,11 +45,19 @@ class JobStatus:
     def as_dict(self) -> dict:
         return asdict(self)
 
+    def pending_words(self) -> str:
+        """Why it waits, in words, and when SLURM expects it to start (if it has said)."""
+        when = f"; SLURM expects it to start at {self.start.replace('T', ' ')}" if self.start else ""
+        return reasons.in_words(self.reason) + when
+
     def describe(self, script_exit: int | None = None) -> str:
         """`script_exit`: what the batch script itself says it exited with (its last attempt's
         record), which sacct shows less 128 when it is above 128 (130, a rank's Ctrl-C, as 2:0)."""
         lines = [f"job {self.job_id}" + (f" ({self.name})" if self.name else "") + f": {self.state}"
-                 + (f" ({self.reason})" if self.state == "PENDING" and self.reason else "")]
+                 + (f": {self.pending_words()}" if self.state == "PENDING" else "")]
+        change = reasons.explain(self.reason)[1] if self.state == "PENDING" else ""
+        if change:
+            lines.append(f"  to start sooner: {change}")
         code = self.exit_code
         if script_exit is not None and script_exit > 128 and self.job_exit_code == script_exit - 128:
             code = f"{script_exit} (sacct shows {self.exit_code}: it drops 128 from codes above 128)"
@@ -98,7 +108,8 @@ def status_of(job_id: str, queue: list[str] | None, rows: list[dict] | None, con
                        elapsed=main.get("Elapsed", ""), nodelist=main.get("NodeList", ""),
                        workdir=main.get("WorkDir", ""), steps=steps)
     if queue:
-        status.name, status.state, status.reason, status.nodelist, _ = queue
+        status.name, status.state, status.reason, status.nodelist, _, start = queue
+        status.start = start if status.state == "PENDING" and start[:1].isdigit() else ""  # N/A, Unknown: none
     return status
 
 

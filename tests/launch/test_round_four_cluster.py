@@ -147,3 +147,68 @@ def test_a_hold_keeps_what_the_user_asked_for(tmp_path, slurm_cluster, hpcjax_ho
 
 def squeue(job: str) -> str:
     return subprocess.run(["squeue", "-h", "-j", job, "-o", "%T"], capture_output=True, text=True).stdout.strip()
+
+
+def test_jupyter_and_an_interactive_shell_run_on_a_holds_first_node(tmp_path, slurm_cluster, hpcjax_home):
+    """The interactive paths for real (issue 44): `hpcjax jupyter --on` starts a Jupyter server as a
+    step of the hold on its first node (jupyter-server, which the test command installs into the
+    cluster's Python; hpcjax installs nothing), its address answers the API with its token, Ctrl-C
+    stops it and the hold stays; `hpcjax shell --on` with no command is a login shell on the node
+    in a terminal (tmux: keys sent, the screen read back), `exit` leaves it and the hold stays."""
+    import shutil
+    import signal
+    import urllib.request
+
+    if subprocess.run([sys.executable, "-c", "import jupyter_server"], capture_output=True).returncode != 0:
+        pytest.fail("jupyter-server is not installed: the test command installs it (pip install -e '.[test]')")
+    if shutil.which("tmux") is None:
+        pytest.fail("tmux is not installed: the test command installs it (apt-get install tmux)")
+    name = f"i{os.getpid()}"
+    done = run_hpcjax("hold", "--name", name, "--nodes", "1", "--gpus-per-node", "1", "--time", "6",
+                      cwd=tmp_path, timeout=300)
+    assert done.returncode == 0, done.stderr
+    held = done.stdout.strip()
+    try:
+        port = str(20000 + os.getpid() % 20000)
+        jupyter = subprocess.Popen([sys.executable, "-m", "hpcjax", "jupyter", "--on", name, "--port", port],
+                                   cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                   env={**os.environ, "JUPYTER_RUNTIME_DIR": str(tmp_path / "jupyter-runtime")})
+        try:
+            url = jupyter.stdout.readline().strip()  # hpcjax's stdout: the address alone
+            assert url.startswith(f"http://node1:{port}/") and "token=" in url, (url, jupyter.stderr.read())
+            token = url.split("token=")[1].split("&")[0]
+            with urllib.request.urlopen(f"http://node1:{port}/api/status?token={token}", timeout=30) as answer:
+                assert answer.status == 200 and "started" in json.loads(answer.read())
+            assert squeue_steps(held) == [f"{held}.0"]  # the server is a step of the hold
+        finally:
+            jupyter.send_signal(signal.SIGINT)  # Ctrl-C
+            out, err = jupyter.communicate(timeout=60)
+        assert jupyter.returncode == 0 and "Jupyter stopped; the hold keeps running" in err, err
+        wait_until(lambda: squeue_steps(held) == [], timeout=60)
+        assert squeue(held) == "RUNNING"
+
+        session = f"hpcjax-test-{os.getpid()}"
+        hpcjax = f"{sys.executable} -m hpcjax shell --on {name}"
+        subprocess.run(["tmux", "-L", session, "new-session", "-d", "-s", session, "-x", "200", "-y", "50", "-c", str(tmp_path),
+                        f"env HPCJAX_HOME={hpcjax_home} SLURM_CONF={os.environ.get('SLURM_CONF', '')} {hpcjax}; "
+                        "echo shell-ended-$?; sleep 60"], check=True)
+        try:
+            def screen() -> str:
+                return subprocess.run(["tmux", "-L", session, "capture-pane", "-p", "-t", session], capture_output=True,
+                                      text=True).stdout
+            wait_until(lambda: f"shell on node1 in hold {name}" in screen(), timeout=60)
+            subprocess.run(["tmux", "-L", session, "send-keys", "-t", session, "echo at-$SLURMD_NODENAME-$SLURM_JOB_ID-$((6*7))",
+                            "Enter"], check=True)
+            wait_until(lambda: f"at-node1-{held}-42" in screen(), timeout=60)
+            subprocess.run(["tmux", "-L", session, "send-keys", "-t", session, "exit 0", "Enter"], check=True)
+            wait_until(lambda: "shell-ended-0" in screen(), timeout=60)
+        finally:
+            subprocess.run(["tmux", "-L", session, "kill-server"], capture_output=True)  # its own server
+        assert squeue(held) == "RUNNING"  # the hold outlives its shell
+    finally:
+        run_hpcjax("release", name, cwd=tmp_path)
+
+
+def squeue_steps(job: str) -> list[str]:
+    out = subprocess.run(["squeue", "-h", "-s", "-j", job, "-o", "%i"], capture_output=True, text=True).stdout
+    return [s for s in out.split() if not s.endswith((".batch", ".extern"))]

@@ -60,7 +60,7 @@ def sacct_rows(job_ids):
 def test_a_hundred_followed_jobs_cost_one_squeue_and_one_sacct_per_poll():
     """Like submitit's InfoWatcher: every job being followed is asked about in one query."""
     ids = [str(1000 + i) for i in range(100)]
-    host = FakeHost(lambda argv: (0, "".join(f"{j}|job{j}|RUNNING|None|node1|0:05\n" for j in ids))
+    host = FakeHost(lambda argv: (0, "".join(f"{j}|job{j}|RUNNING|None|node1|0:05|2026-11-27T04:00:00\n" for j in ids))
                     if argv[0] == "squeue" else (0, sacct_rows(ids)))
     slurm = Slurm(host)
     for job_id in ids:
@@ -73,7 +73,7 @@ def test_a_hundred_followed_jobs_cost_one_squeue_and_one_sacct_per_poll():
 
 
 def test_array_elements_are_asked_for_by_their_array_and_read_back_by_element():
-    host = FakeHost(lambda argv: (0, "55_0|sweep|COMPLETED|None|node1|0:03\n55_1|sweep|RUNNING|None|node2|0:03\n")
+    host = FakeHost(lambda argv: (0, "55_0|sweep|COMPLETED|None|node1|0:03|2026-11-27T04:00:00\n55_1|sweep|RUNNING|None|node2|0:03|2026-11-27T04:00:00\n")
                     if argv[0] == "squeue" else (0, "55_0|sweep|COMPLETED|0:0|00:00:03|node1|||/w\n"
                                                     "55_0.0|python|COMPLETED|0:0|00:00:03|node1|2||\n"))
     slurm = Slurm(host)
@@ -104,7 +104,7 @@ def test_without_accounting_the_controller_answers_and_it_is_said_once(capsys, m
         if argv[0] == "sacct":
             return 1, "sacct: error: Problem talking to the database: Connection refused"
         if argv[0] == "squeue":
-            return 0, "8|t|RUNNING|None|node1|0:05\n"
+            return 0, "8|t|RUNNING|None|node1|0:05|2026-11-27T04:00:00\n"
         return 0, "JobId=8 JobName=t JobState=RUNNING ExitCode=0:0 RunTime=00:00:05 NodeList=node1 WorkDir=/w"
 
     slurm = Slurm(FakeHost(answers))
@@ -154,7 +154,7 @@ def test_an_id_squeue_cannot_read_does_not_hide_the_other_jobs_of_its_query():
             for bad in ("0", "4294967295"):
                 if bad in asked:
                     return 1, f"squeue: error: Invalid job id: {bad}"
-            return 0, "".join(f"{j}|job{j}|PENDING|None||0:00\n" for j in asked)
+            return 0, "".join(f"{j}|job{j}|PENDING|None||0:00|N/A\n" for j in asked)
         return 0, ""  # accounting has no row yet of a job just submitted
     host = FakeHost(answers)
     slurm = Slurm(host)

@@ -1,0 +1,50 @@
+"""A job that waits, on the dev cluster with its queue made busy on purpose: one job holds every GPU
+of both nodes; the next one pends, and `hpcjax status` says why in words, with what to change, and
+when SLURM expects it to start once the backfill scheduler has computed it (from squeue's %S, what
+`squeue --start` shows). Serial: the filler holds every GPU, so nothing else could run beside it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+
+import pytest
+
+from conftest import run_hpcjax
+
+pytestmark = [pytest.mark.cluster, pytest.mark.serial]
+
+
+def test_a_pending_job_says_why_in_words_and_when_slurm_expects_it_to_start(tmp_path, slurm_cluster, hpcjax_home):
+    filler = run_hpcjax("submit", "--nodes", "2", "--gpus-per-node", "4", "--time", "3", "-J", "filler", "--",
+                        "sleep", "170", cwd=tmp_path)
+    assert filler.returncode == 0, filler.stderr
+    busy = filler.stdout.strip()
+    waiting = None
+    try:
+        deadline = time.monotonic() + 60
+        while json.loads(run_hpcjax("status", busy, "--json", cwd=tmp_path).stdout)["state"] != "RUNNING":
+            assert time.monotonic() < deadline
+            time.sleep(0.5)
+        done = run_hpcjax("submit", "--nodes", "1", "--gpus-per-node", "1", "--time", "1", "--", "true", cwd=tmp_path)
+        assert done.returncode == 0, done.stderr
+        waiting = done.stdout.strip()
+        # The backfill scheduler computes an expected start within its interval (30 s by default).
+        deadline, status = time.monotonic() + 90, {}
+        while time.monotonic() < deadline:
+            status = json.loads(run_hpcjax("status", waiting, "--json", cwd=tmp_path).stdout)
+            if status["state"] == "PENDING" and status.get("reason") == "Resources" and status.get("start"):
+                break
+            time.sleep(2)
+        assert status["state"] == "PENDING" and status["reason"] == "Resources" and status["start"], status
+        text = run_hpcjax("status", waiting, cwd=tmp_path).stdout
+        assert "PENDING: it waits for the nodes and GPUs it asked for to be free (Resources); SLURM expects it " \
+               f"to start at {status['start'].replace('T', ' ')}" in text, text
+        assert "to start sooner: fewer nodes or GPUs" in text
+        expected = time.mktime(time.strptime(status["start"], "%Y-%m-%dT%H:%M:%S"))
+        # the filler's end (its 3-minute limit from its start) or sooner: never a guess of hpcjax's own
+        assert time.time() - 5 <= expected <= time.time() + 3 * 60 + 5, status["start"]
+        print(f"expected start {status['start']} (a figure, not asserted beyond the filler's limit)")
+    finally:
+        subprocess.run(["scancel", busy] + ([waiting] if waiting else []), capture_output=True)
