@@ -217,5 +217,7 @@ class SlurmBackend(Backend):
         """The node side once on every node of the job, beside its steps (`srun --overlap`)."""
         job, known_as = run.srun_ids()
         nodes = run.slurm.hostnames(run.status().nodelist)
-        done = run.host.run(commands.on_each_node(job, len(nodes), environment, node_side(known_as)), timeout=120)
+        argv = commands.on_each_node(job, len(nodes), environment, node_side(known_as),
+                                     overlap=run.slurm.has("srun", "--overlap"))
+        done = run.host.run(argv, timeout=120)
         return done.stdout, done.stderr

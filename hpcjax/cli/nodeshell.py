@@ -36,10 +36,14 @@ def running_hold(args: argparse.Namespace):
     return hold, cluster, expand_hostlist(status.nodelist)[0]
 
 
-def step_on_first_node(hold, node: str, *words: str) -> list[str]:
+def step_on_first_node(hold, cluster, node: str, *words: str) -> list[str]:
     """A step of the hold on its first node, beside the job running in it (it shares its resources)."""
-    return ["srun", f"--jobid={hold.job_id}", "--overlap", "--nodes=1", "--ntasks=1", f"--nodelist={node}",
-            "--quiet", *words]
+    from hpcjax.hosts import this_machine
+    from hpcjax.slurm import commands
+    from hpcjax.slurm.controller import slurm_on
+
+    slurm = slurm_on(cluster.host() if cluster is not None and cluster.remote else this_machine())
+    return commands.step_on_node(hold.job_id, node, list(words), overlap=slurm.has("srun", "--overlap"))
 
 
 def run_there(cluster, argv: list[str], tty: bool = False) -> int:
@@ -54,12 +58,12 @@ def run_there(cluster, argv: list[str], tty: bool = False) -> int:
 def cmd_shell(args: argparse.Namespace, command: list[str]) -> int:
     hold, cluster, node = running_hold(args)
     if command:
-        return run_there(cluster, step_on_first_node(hold, node, *command))
+        return run_there(cluster, step_on_first_node(hold, cluster, node, *command))
     if not sys.stdin.isatty():
         raise UsageError("`hpcjax shell` without a command needs a terminal",
                          f"give the command to run there: hpcjax shell --on {args.on} -- hostname")
     print(f"shell on {node} in hold {hold.name} (job {hold.job_id}); exit to leave (the hold stays)", file=sys.stderr)
-    return run_there(cluster, step_on_first_node(hold, node, "--pty", "bash", "-l"), tty=True)
+    return run_there(cluster, step_on_first_node(hold, cluster, node, "--pty", "bash", "-l"), tty=True)
 
 
 def cmd_jupyter(args: argparse.Namespace, command: list[str]) -> int:
@@ -69,15 +73,16 @@ def cmd_jupyter(args: argparse.Namespace, command: list[str]) -> int:
     python = (cluster.python if cluster is not None and cluster.remote else "") or sys.executable
     host = cluster.host() if cluster is not None and cluster.remote else this_machine()
     # JupyterLab where it is installed, else the plain Jupyter server it runs on (either serves notebooks).
-    probe = host.run(step_on_first_node(hold, node, python, "-c", "import importlib.util as u; print(next((a for a "
-                                        "in ('jupyterlab', 'jupyter_server') if u.find_spec(a)), ''))"))
+    probe = host.run(step_on_first_node(hold, cluster, node, python, "-c", "import importlib.util as u; print(next(("
+                                        "a for a in ('jupyterlab', 'jupyter_server') if u.find_spec(a)), ''))"))
     app = probe.stdout.strip().splitlines()[-1] if probe.returncode == 0 and probe.stdout.strip() else ""
     if not app:
         print(f"no Jupyter in the job's Python ({python}) on {node}: hpcjax does not install into your "
               f"environment. Add one there with `{python} -m pip install jupyterlab` (or load the site's "
               "module in a prologue), then run `hpcjax jupyter` again", file=sys.stderr)
         return 1
-    server = step_on_first_node(hold, node, python, "-m", app, "--no-browser", f"--ip={node}", f"--port={args.port}")
+    server = step_on_first_node(hold, cluster, node, python, "-m", app, "--no-browser", f"--ip={node}",
+                                f"--port={args.port}")
     started = (subprocess.Popen(server, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
                if not host.remote else subprocess.Popen(host.ssh(host.destination, shlex.join(server)),
                                                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))

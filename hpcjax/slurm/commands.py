@@ -85,8 +85,21 @@ def summary() -> list[str]:
     return ["sinfo", "-h", "-o", SUMMARY_FORMAT]
 
 
-def on_each_node(job: str, nodes: int, environment: str, argv: list[str]) -> list[str]:
+def on_each_node(job: str, nodes: int, environment: str, argv: list[str], overlap: bool = True) -> list[str]:
     """`argv` once on every node of a running job, beside its steps (it does not wait for the
-    job's resources): how `hpcjax stacks` reads the ranks where they run."""
-    return ["srun", "--overlap", f"--jobid={job}", f"--nodes={nodes}", f"--ntasks={nodes}", "--ntasks-per-node=1",
-            "--quiet", f"--export=ALL,{environment}", *argv]
+    job's resources): how `hpcjax stacks` reads the ranks where they run. `overlap`: the cluster
+    takes --overlap (20.11 on; before it, every step shared its job's resources)."""
+    return ["srun", *(["--overlap"] if overlap else []), f"--jobid={job}", f"--nodes={nodes}", f"--ntasks={nodes}",
+            "--ntasks-per-node=1", "--quiet", f"--export=ALL,{environment}", *argv]
+
+
+def step_on_node(job: str, node: str, argv: list[str], overlap: bool = True) -> list[str]:
+    """`argv` as one task on one node of a running job (a hold's first node), beside whatever runs
+    in it, sharing its resources: `hpcjax shell` and `hpcjax jupyter`."""
+    return ["srun", f"--jobid={job}", *(["--overlap"] if overlap else []), "--nodes=1", "--ntasks=1",
+            f"--nodelist={node}", "--quiet", *argv]
+
+
+def version() -> list[str]:
+    """The cluster's release: `slurm 22.05.8`."""
+    return ["scontrol", "--version"]

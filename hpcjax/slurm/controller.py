@@ -17,7 +17,7 @@ import time
 from hpcjax.errors import HpcjaxError, SlurmNotFound
 from hpcjax.hosts import this_machine
 from hpcjax.hosts.here import NOT_FOUND
-from hpcjax.slurm import commands
+from hpcjax.slurm import commands, versions
 from hpcjax.slurm.status import JobStatus, Watcher
 from hpcjax import jobid
 from hpcjax.nodelist import HostlistError, expand_hostlist
@@ -80,6 +80,7 @@ class Slurm:
         self.accounting_down_until = 0.0
         self.told_no_accounting = False
         self.watcher = Watcher(self)
+        self._version: tuple | None = None  # (release,) once asked; (None,) when SLURM did not say
 
     def run(self, argv: list[str]) -> str:
         if not self.host.remote:  # a login node's SLURM_CONF is its own shell's
@@ -216,6 +217,24 @@ class Slurm:
             return expand_hostlist(nodelist)
         except HostlistError:
             return self.run(commands.hostnames(nodelist)).split()
+
+    def version(self) -> tuple[int, int] | None:
+        """The cluster's release (`scontrol --version`), asked once; None when it does not say. A
+        release older than the one hpcjax is written for is said, once."""
+        if self._version is None:
+            try:
+                self._version = (versions.parse(self.run(commands.version())),)
+            except SlurmNotFound:
+                raise
+            except HpcjaxError:
+                self._version = (None,)
+            if versions.too_old(self._version[0]):
+                print(f"hpcjax: {versions.too_old(self._version[0])}", file=sys.stderr)
+        return self._version[0]
+
+    def has(self, command: str, option: str) -> bool:
+        """Whether this cluster's SLURM takes the option (hpcjax.slurm.versions)."""
+        return versions.has(self.version(), command, option)
 
     def summary(self) -> str:
         """The partitions, for a hint: "gpu 2 nodes, 8 CPUs, gres gpu:4"."""
