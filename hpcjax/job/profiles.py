@@ -47,6 +47,22 @@ OPTIONS = INTS + STRS + BOOLS + LISTS + TABLES
 META = ("description", "extends")
 
 
+def add_section(path: Path, name: str, text: str) -> None:
+    """Append a profile's section (`hpcjax site`): the file with it must load, else nothing is
+    written; the new file replaces the old at once (never half-written)."""
+    old = read_text(path, "the profiles file", ConfigError) if path.is_file() else ""
+    trial = path.with_name(f".{path.name}.{os.getpid()}.new")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    trial.write_text(old + ("\n" if old and not old.endswith("\n") else "") + text)
+    try:
+        _, found = load(trial)
+        if name not in found:
+            raise ConfigError(f"the profile written for {name!r} did not load back", "report this as a bug")
+        os.replace(trial, path)
+    finally:
+        trial.unlink(missing_ok=True)
+
+
 def default_path(environ=os.environ) -> Path:
     if environ.get(PROFILES_ENV):
         return Path(environ[PROFILES_ENV]).expanduser()

@@ -15,6 +15,11 @@ ACCOUNTING_FIELDS = ("JobID", "JobName", "State", "ExitCode", "Elapsed", "NodeLi
 # sacct's fields of each attempt of a job (--duplicates: a requeued job has one row per attempt)
 ATTEMPT_FIELDS = ("JobID", "State", "Start", "End", "NodeList", "AllocTRES", "ExitCode")
 SUMMARY_FORMAT = "%P %D nodes, %c CPUs, gres %G"
+# sinfo's fields of each partition and node configuration (`hpcjax site`)
+PARTITION_FORMAT = "%P|%a|%l|%D|%c|%m|%G"
+# sacctmgr's fields of the user's associations, and of each QOS's limits
+ASSOC_FIELDS = ("Account", "Partition", "QOS", "DefaultQOS", "GrpTRES", "MaxTRES", "MaxWall")
+QOS_FIELDS = ("Name", "MaxTRESPU", "MaxTRES", "MaxWall", "GrpTRES")
 
 
 def sbatch(script: str) -> list[str]:
@@ -98,6 +103,32 @@ def step_on_node(job: str, node: str, argv: list[str], overlap: bool = True) -> 
     in it, sharing its resources: `hpcjax shell` and `hpcjax jupyter`."""
     return ["srun", f"--jobid={job}", *(["--overlap"] if overlap else []), "--nodes=1", "--ntasks=1",
             f"--nodelist={node}", "--quiet", *argv]
+
+
+def partitions() -> list[str]:
+    """Each partition and node configuration: name (* the default), state, time limit, nodes, CPUs, memory, GRES."""
+    return ["sinfo", "-h", "-o", PARTITION_FORMAT]
+
+
+def associations(user: str) -> list[str]:
+    """The user's associations (account, partition, QOS and limits); accounting must answer."""
+    return ["sacctmgr", "-n", "-P", "show", "assoc", f"user={user}", "format=" + ",".join(ASSOC_FIELDS)]
+
+
+def qos_limits() -> list[str]:
+    return ["sacctmgr", "-n", "-P", "show", "qos", "format=" + ",".join(QOS_FIELDS)]
+
+
+def srun_help() -> list[str]:
+    """srun's options, the site's SPANK plugins' included (pyxis adds --container-image)."""
+    return ["srun", "--help"]
+
+
+def probe_node(partition: str | None, gpus: bool, script: str) -> list[str]:
+    """`script` in a login shell on one compute node, in a short step of its own (`hpcjax site`)."""
+    return ["srun", "--nodes=1", "--ntasks=1", "--time=00:02:00", "--job-name=hpcjax-site",
+            *([f"--partition={partition}"] if partition else []), *(["--gpus-per-node=1"] if gpus else []),
+            "--quiet", "bash", "-lc", script]
 
 
 def version() -> list[str]:

@@ -26,13 +26,14 @@ OPTIONS: dict[tuple[str, str], tuple[int, int]] = {
     **{("srun", o): (20, 2) for o in (
         "--kill-on-bad-exit", "--unbuffered", "--label", "--output", "--ntasks", "--ntasks-per-node",
         "--gpus-per-task", "--cpus-per-task", "--nodes", "--nodelist", "--exclude", "--time", "--signal", "--jobid",
-        "--quiet", "--export", "--pty", "--job-name", "--gres")},
+        "--quiet", "--export", "--pty", "--job-name", "--gres", "--partition", "--gpus-per-node", "--help")},
     ("srun", "--overlap"): (20, 11),
     **{("squeue", o): (20, 2) for o in ("-h", "-r", "-t", "-j", "-o", "-s", "--start", "-p")},
     **{("sacct", o): (20, 2) for o in ("-j", "-P", "-n", "-o", "-X", "--duplicates")},
     ("scancel", "--signal"): (20, 2),
     **{("sinfo", o): (20, 2) for o in ("-h", "-N", "-o", "-p", "-s", "-R")},
     **{("scontrol", o): (20, 2) for o in ("show", "requeue", "update", "--version", "-o")},
+    **{("sacctmgr", o): (20, 2) for o in ("-n", "-P", "show")},
 }
 
 # Behaviour that changed under the same option, and what hpcjax does about it.
