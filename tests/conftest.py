@@ -49,7 +49,7 @@ CLUSTER_GROUPS = {
                   "test_preflight_cluster"),
     "cluster-c": ("test_remote_cluster", "test_api_from_a_laptop",  # 270, 60: mostly waiting on ssh and the queue
                   "test_stacks_cluster", "test_hang_cluster", "test_catalog_cluster", "test_sweeps_cluster",
-                  "test_exitguard_cluster", "test_round_four_cluster"),
+                  "test_exitguard_cluster", "test_round_four_cluster", "test_site_cluster"),
 }
 # The session compiles with XLA's cheaper CPU backend (LLVM at optimization level 0, without
 # its expensive passes), here and in every process it starts (jobs inherit the environment):

@@ -59,14 +59,19 @@ def read(host, partition: str | None, probe: bool, say):
     return found
 
 
-def profile_lines(found, partition: str | None, destination: str | None) -> list[tuple[str, str]]:
-    """(TOML line, where it came from) for the profile: a value only where the site leaves one choice."""
+def profile_lines(found, partition: str | None, destination: str | None,
+                  through: str | None = None) -> list[tuple[str, str]]:
+    """(TOML line, where it came from) for the profile: a value only where the site leaves one choice.
+    `destination`: the SSH destination it was read through; `through`: the profile that named it
+    (extended, so its way to the cluster, its SSH options and remote directory, stay one)."""
     lines: list[tuple[str, str]] = []
     version = found.config.get("SLURM_VERSION", "?")
     where = found.config.get("ClusterName", "this cluster")
     lines.append((f'description = "written by hpcjax site on {date.today().isoformat()} from {where} '
                   f'(SLURM {version})"', ""))
-    if destination:
+    if through:
+        lines.append((f"extends = {json.dumps(through)}", "the profile this was read through (its host)"))
+    elif destination:
         lines.append((f"host = {json.dumps(destination)}", "the SSH destination this was read through"))
     with_gpus = [p for p in found.partitions if p.gpus]
     chosen = next((p for p in found.partitions if p.name == partition), None) if partition else \
@@ -164,7 +169,8 @@ def cmd_site(args: argparse.Namespace, command: list[str]) -> int:
     if args.partition and args.partition not in {p.name for p in found.partitions}:
         raise UsageError(f"--partition {args.partition!r}: the cluster has no such partition",
                          f"its partitions: {', '.join(p.name for p in found.partitions) or 'none'}")
-    text = profile_text(name, profile_lines(found, args.partition, cluster.destination if cluster else None))
+    through = args.cluster if args.cluster in existing else None
+    text = profile_text(name, profile_lines(found, args.partition, cluster.destination if cluster else None, through))
     if args.json:
         print(json.dumps({**asdict(found), "profile": {"name": name, "text": text}}, indent=1))
     else:
