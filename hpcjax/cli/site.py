@@ -90,8 +90,9 @@ def profile_lines(found, partition: str | None, destination: str | None,
             lines.append(("# gpus_per_node = ?", f"sinfo: {chosen.name}'s nodes differ: "
                                                   + ", ".join(f"{n} x {k or 'gpu'}:{c}" for k, c, n in chosen.gpus)))
         if kinds and kinds != ["untyped"]:
-            lines.append(("# typed GPUs", f"{', '.join(kinds)}: hpcjax has no --gpu-type yet; "
-                                          "sbatch = [\"--gres=gpu:TYPE:N\"] asks for one"))
+            lines.append(("# typed GPUs", f"{', '.join(kinds)}: hpcjax cannot ask for a type yet (its GPUs are "
+                                          "untyped); a node feature (constraint = ...) picks them where the site "
+                                          "tags nodes (`sinfo -o '%N %f %G'`)"))
     elif with_gpus:
         lines.append(("# partition = ?", "sinfo: partitions with GPUs, none SLURM's default: "
                                          + ", ".join(p.name for p in with_gpus)))
