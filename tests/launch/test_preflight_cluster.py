@@ -95,6 +95,30 @@ def test_a_gpu_with_ecc_errors_fails_its_node_and_the_job_runs_without_it(tmp_pa
     assert "uncorrectable ECC" in listed[0]["what"]
 
 
+def test_a_failed_preflight_that_leaves_too_few_nodes_is_not_retried_into_a_job_that_can_never_start(
+        tmp_path, slurm_cluster, hpcjax_home):
+    """Issue 44: with --requeue --retry-failed, a 2-node job whose preflight failed one of the dev
+    cluster's 2 nodes was requeued without it, and then pended for ever. It ends FAILED instead,
+    its attempt saying why it was not retried."""
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    (tools / "nvidia-smi").write_text(STAND_IN.format(claim=tmp_path / "bad-node"))
+    (tools / "nvidia-smi").chmod(0o755)
+    done = run_hpcjax("submit", "--nodes", "2", "--gpus-per-node", "2", "--time", "00:05:00", "--preflight",
+                      "--requeue", "1", "--retry-failed", "--env", f"PATH={tools}:$PATH", "--wait", "--", *PROGRAM,
+                      cwd=tmp_path, timeout=400)
+    bad = (tmp_path / "bad-node").read_text().strip()
+    job = done.stdout.split()[0]
+    assert done.returncode == 75, done.stderr + batch_log(tmp_path, job)
+    assert not (tmp_path / f"ran-{job}").exists()  # the program never ran
+    status = json.loads(run_hpcjax("status", job, "--json", cwd=tmp_path).stdout)
+    assert status["state"] == "FAILED"
+    [only] = status["attempts"]
+    assert only["failed_node"] == bad and only["not_retried"] == (
+        f"without node(s) {bad} the partition has 1 for a job of 2: a retry could never start"), only
+    assert f"not retrying job {job} after attempt 1" in batch_log(tmp_path, job)
+
+
 def slowed(node: str, share: float):
     """Put the node's slurmd (and so every step it starts from now) in a CPU cgroup with a quota of
     `share` of one CPU; cgroup v1's cpu controller, or v2's cpu.max. Returns the undo."""
