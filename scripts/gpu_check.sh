@@ -9,7 +9,8 @@
 #   4. the exit of an unmodified script (tests/data/exit_stall_program.py: a collective in flight
 #      when it returns) under the exit guard's hook, its time, and its exit status every way a
 #      program ends against bare Python's (tests/data/program_ends.py);
-#   5. the training bench's throughput (bench/train_speed.py) on the GPU.
+#   5. the training bench's throughput (bench/train_speed.py) on the GPU;
+#   6. what `hpcjax site` reads of a GPU node (its node probe: GPUs, driver, CUDA, runtimes, modules).
 # Needs JAX with CUDA, NumPy and optax in $PYTHON (default python3); hpcjax itself comes from this
 # checkout (PYTHONPATH). Writes its figures to $OUT (default ./gpu-check) and prints a summary.
 #   bash scripts/gpu_check.sh
@@ -95,5 +96,9 @@ done
 
 say "5. training throughput (bench/train_speed.py, every GPU in one process)"
 HPCJAX_GPUS_PER_PROCESS=$gpus timeout 240 "$PYTHON" "$REPO/bench/train_speed.py" --steps 20 2>&1 | tail -n 12 |
+  tee -a "$OUT/summary.txt"
+say "6. what hpcjax site reads of a GPU node (its node probe, here without srun)"
+"$PYTHON" -c "import subprocess; from hpcjax.slurm.site import NODE_PROBE, read_node
+print(read_node(subprocess.run(['bash', '-lc', NODE_PROBE], capture_output=True, text=True).stdout))" 2>&1 |
   tee -a "$OUT/summary.txt"
 say "done: $OUT/summary.txt"
