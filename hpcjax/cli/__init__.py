@@ -53,7 +53,7 @@ VERBS = {
     "hold": ("holds", "add_hold_verbs"), "holds": ("holds", "add_hold_verbs"),
     "release": ("holds", "add_hold_verbs"),
     "shell": ("nodeshell", "add_node_shell_verbs"), "jupyter": ("nodeshell", "add_node_shell_verbs"),
-    "site": ("site", "add_site_verb"),
+    "site": ("site", "add_site_verb"), "free": ("free", "add_free_verb"),
 }
 
 

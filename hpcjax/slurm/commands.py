@@ -17,6 +17,8 @@ ATTEMPT_FIELDS = ("JobID", "State", "Start", "End", "NodeList", "AllocTRES", "Ex
 SUMMARY_FORMAT = "%P %D nodes, %c CPUs, gres %G"
 # sinfo's fields of each partition and node configuration (`hpcjax site`)
 PARTITION_FORMAT = "%P|%a|%l|%D|%c|%m|%G"
+# sinfo's fields of each node (once per partition): its GPUs and those its jobs use (`hpcjax free`)
+NODE_GPUS_FORMAT = "NodeList:|,Partition:|,StateLong:|,Gres:|,GresUsed:|"
 # sacctmgr's fields of the user's associations, and of each QOS's limits
 ASSOC_FIELDS = ("Account", "Partition", "QOS", "DefaultQOS", "GrpTRES", "MaxTRES", "MaxWall")
 QOS_FIELDS = ("Name", "MaxTRESPU", "MaxTRES", "MaxWall", "GrpTRES")
@@ -117,6 +119,16 @@ def associations(user: str) -> list[str]:
 
 def qos_limits() -> list[str]:
     return ["sacctmgr", "-n", "-P", "show", "qos", "format=" + ",".join(QOS_FIELDS)]
+
+
+def node_gpus(partition: str | None) -> list[str]:
+    return ["sinfo", "-h", "-N", "-O", NODE_GPUS_FORMAT] + ([f"--partition={partition}"] if partition else [])
+
+
+def start_estimate(nodes: int, gpus_per_node: int, time: str, partition: str | None) -> list[str]:
+    """SLURM's estimate of when such a job would start; nothing is submitted (`sbatch --test-only`)."""
+    return ["sbatch", "--test-only", f"--nodes={nodes}", f"--gpus-per-node={gpus_per_node}", f"--time={time}",
+            *([f"--partition={partition}"] if partition else []), "--wrap=true"]
 
 
 def srun_help() -> list[str]:

@@ -22,7 +22,7 @@ OPTIONS: dict[tuple[str, str], tuple[int, int]] = {
         "--parsable", "--job-name", "--nodes", "--ntasks-per-node", "--gpus-per-node", "--time", "--cpus-per-task",
         "--mem", "--partition", "--account", "--qos", "--constraint", "--exclusive", "--exclude", "--output",
         "--array", "--dependency", "--kill-on-invalid-dep", "--signal", "--requeue", "--open-mode", "--test-only",
-        "--gres", "--gpus-per-task")},
+        "--gres", "--gpus-per-task", "--wrap")},
     **{("srun", o): (20, 2) for o in (
         "--kill-on-bad-exit", "--unbuffered", "--label", "--output", "--ntasks", "--ntasks-per-node",
         "--gpus-per-task", "--cpus-per-task", "--nodes", "--nodelist", "--exclude", "--time", "--signal", "--jobid",
@@ -31,7 +31,8 @@ OPTIONS: dict[tuple[str, str], tuple[int, int]] = {
     **{("squeue", o): (20, 2) for o in ("-h", "-r", "-t", "-j", "-o", "-s", "--start", "-p")},
     **{("sacct", o): (20, 2) for o in ("-j", "-P", "-n", "-o", "-X", "--duplicates")},
     ("scancel", "--signal"): (20, 2),
-    **{("sinfo", o): (20, 2) for o in ("-h", "-N", "-o", "-p", "-s", "-R")},
+    **{("sinfo", o): (20, 2) for o in ("-h", "-N", "-o", "-p", "-s", "-R", "--partition")},
+    ("sinfo", "-O"): (20, 11),  # with a suffix after each field ("Gres:|"): 20.11's type[:[.][size][suffix]]
     **{("scontrol", o): (20, 2) for o in ("show", "requeue", "update", "--version", "-o")},
     **{("sacctmgr", o): (20, 2) for o in ("-n", "-P", "show")},
 }

@@ -1,0 +1,57 @@
+"""`hpcjax free`: the GPUs free now, by partition and GPU type (nodes that can take a job now), and
+SLURM's estimate of when a layout would start in each partition (`sbatch --test-only`: nothing is
+submitted). Here, or on a cluster over SSH (--cluster)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import asdict
+
+from hpcjax.cli import kinds
+from hpcjax.cli.options import add_cluster_options, cluster_from_args
+
+
+def cmd_free(args: argparse.Namespace, command: list[str]) -> int:
+    from hpcjax.hosts import this_machine
+    from hpcjax.job.spec import parse_walltime
+    from hpcjax.slurm import commands, free
+    from hpcjax.slurm.controller import slurm_on
+
+    parse_walltime(args.time)  # refused with SLURM's forms before anything is asked
+    cluster = cluster_from_args(args)
+    host = cluster.host() if cluster is not None and cluster.remote else this_machine()
+    slurm = slurm_on(host)
+    rows = free.by_partition(free.read_nodes(slurm.run(commands.node_gpus(args.partition))), args.gpus_per_node)
+    layout = f"{args.nodes} node(s) x {args.gpus_per_node} GPU(s), --time {args.time}"
+    print(f"hpcjax free: asking SLURM when {layout} would start in each partition (sbatch --test-only: "
+          "nothing is submitted)", file=sys.stderr, flush=True)
+    starts = {}
+    for partition in sorted({row.partition for row in rows}):
+        said = host.run(commands.start_estimate(args.nodes, args.gpus_per_node, args.time, partition))
+        starts[partition] = free.read_estimate(said.returncode, said.stderr + said.stdout)
+    if args.json:
+        print(json.dumps([{**asdict(row), "start": starts[row.partition]} for row in rows], indent=1))
+        return 0
+    if not rows:
+        print("no partition here has GPUs (sinfo's Gres)" + (f" in {args.partition}" if args.partition else ""),
+              file=sys.stderr)
+        return 0
+    print(f"{'partition':<12} {'GPU':<10} {'nodes':>5} {'free/total':>11} {'fit now':>8}  soonest start of {layout}")
+    for row in rows:
+        print(f"{row.partition:<12} {row.kind or 'gpu':<10} {row.nodes:>5} {f'{row.free}/{row.total}':>11} "
+              f"{row.fitting:>8}  {starts[row.partition]}")
+    return 0
+
+
+def add_free_verb(sub) -> None:
+    free = sub.add_parser("free", help="GPUs free now by partition and type, and when a layout would start")
+    free.add_argument("--nodes", type=kinds.positive, default=1, help="the layout's nodes (default 1)")
+    free.add_argument("--gpus-per-node", type=kinds.positive, default=1, help="its GPUs per node (default 1)")
+    free.add_argument("--time", default="01:00:00", help="its time limit, which the estimate depends on "
+                                                          "(default 01:00:00)")
+    free.add_argument("--partition", help="only this partition")
+    free.add_argument("--json", action="store_true", help="one object per partition and GPU type on stdout")
+    add_cluster_options(free, profile_file=True)
+    free.set_defaults(run=cmd_free, takes_command=False)
