@@ -1,7 +1,8 @@
 """A job that waits, on the dev cluster with its queue made busy on purpose: one job holds every GPU
 of both nodes; the next one pends, and `hpcjax status` says why in words, with what to change, and
 when SLURM expects it to start once the backfill scheduler has computed it (from squeue's %S, what
-`squeue --start` shows). Serial: the filler holds every GPU, so nothing else could run beside it."""
+`squeue --start` shows); `hpcjax free` shows no GPU free and SLURM's estimate of a start. Serial:
+the filler holds every GPU, so nothing else could run beside it."""
 
 from __future__ import annotations
 
@@ -46,5 +47,15 @@ def test_a_pending_job_says_why_in_words_and_when_slurm_expects_it_to_start(tmp_
         # the filler's end (its 3-minute limit from its start) or sooner: never a guess of hpcjax's own
         assert time.time() - 5 <= expected <= time.time() + 3 * 60 + 5, status["start"]
         print(f"expected start {status['start']} (a figure, not asserted beyond the filler's limit)")
+
+        # `hpcjax free` sees the same: no GPU free now, a start for 1 GPU, never for 3 nodes.
+        [row] = json.loads(run_hpcjax("free", "--json", cwd=tmp_path).stdout)
+        assert (row["partition"], row["kind"], row["nodes"], row["total"], row["free"], row["fitting"]) == \
+            ("gpu", "", 2, 8, 0, 0), row
+        assert row["start"][:4].isdigit(), row  # a time, from sbatch --test-only
+        [never] = json.loads(run_hpcjax("free", "--nodes", "3", "--json", cwd=tmp_path).stdout)
+        assert never["start"].startswith("never: "), never
+        table = run_hpcjax("free", cwd=tmp_path).stdout
+        assert table.splitlines()[1].split()[:5] == ["gpu", "gpu", "2", "0/8", "0"], table
     finally:
         subprocess.run(["scancel", busy] + ([waiting] if waiting else []), capture_output=True)
