@@ -69,15 +69,21 @@ done
 """
 
 
-def test_a_gpu_with_ecc_errors_fails_its_node_and_the_job_runs_without_it(tmp_path, slurm_cluster, hpcjax_home):
+def submit_with_a_bad_gpu(tmp_path: Path, nodes: int):
+    """`submit --wait` of PROGRAM after a preflight, with --requeue 1 --retry-failed, its nodes' nvidia-smi
+    the stand-in above: (the finished submit, the node that reported the ECC error)."""
     tools = tmp_path / "bin"
     tools.mkdir()
     (tools / "nvidia-smi").write_text(STAND_IN.format(claim=tmp_path / "bad-node"))
     (tools / "nvidia-smi").chmod(0o755)
-    done = run_hpcjax("submit", "--nodes", "1", "--gpus-per-node", "2", "--time", "00:05:00", "--preflight",
+    done = run_hpcjax("submit", "--nodes", str(nodes), "--gpus-per-node", "2", "--time", "00:05:00", "--preflight",
                       "--requeue", "1", "--retry-failed", "--env", f"PATH={tools}:$PATH", "--wait", "--", *PROGRAM,
                       cwd=tmp_path, timeout=400)
-    bad = (tmp_path / "bad-node").read_text().strip()
+    return done, (tmp_path / "bad-node").read_text().strip()
+
+
+def test_a_gpu_with_ecc_errors_fails_its_node_and_the_job_runs_without_it(tmp_path, slurm_cluster, hpcjax_home):
+    done, bad = submit_with_a_bad_gpu(tmp_path, nodes=1)
     job = done.stdout.split()[0]
     assert done.returncode == 0, done.stderr + batch_log(tmp_path, job)
     ran_on = set((tmp_path / f"ran-{job}").read_text().split())
@@ -100,14 +106,7 @@ def test_a_failed_preflight_that_leaves_too_few_nodes_is_not_retried_into_a_job_
     """Issue 44: with --requeue --retry-failed, a 2-node job whose preflight failed one of the dev
     cluster's 2 nodes was requeued without it, and then pended for ever. It ends FAILED instead,
     its attempt saying why it was not retried."""
-    tools = tmp_path / "bin"
-    tools.mkdir()
-    (tools / "nvidia-smi").write_text(STAND_IN.format(claim=tmp_path / "bad-node"))
-    (tools / "nvidia-smi").chmod(0o755)
-    done = run_hpcjax("submit", "--nodes", "2", "--gpus-per-node", "2", "--time", "00:05:00", "--preflight",
-                      "--requeue", "1", "--retry-failed", "--env", f"PATH={tools}:$PATH", "--wait", "--", *PROGRAM,
-                      cwd=tmp_path, timeout=400)
-    bad = (tmp_path / "bad-node").read_text().strip()
+    done, bad = submit_with_a_bad_gpu(tmp_path, nodes=2)
     job = done.stdout.split()[0]
     assert done.returncode == 75, done.stderr + batch_log(tmp_path, job)
     assert not (tmp_path / f"ran-{job}").exists()  # the program never ran
