@@ -15,11 +15,12 @@ from hpcjax.cli.options import add_cluster_options, cluster_from_args
 
 def cmd_free(args: argparse.Namespace, command: list[str]) -> int:
     from hpcjax.hosts import this_machine
-    from hpcjax.job.spec import parse_walltime
+    from hpcjax.job.spec import JobSpec, Layout
     from hpcjax.slurm import commands, free
     from hpcjax.slurm.controller import slurm_on
 
-    parse_walltime(args.time)  # refused with SLURM's forms before anything is asked
+    # the layout and time a job would have, refused by the job's own rules before anything is asked
+    JobSpec(command=("true",), layout=Layout(nodes=args.nodes, gpus_per_node=args.gpus_per_node), time=args.time)
     cluster = cluster_from_args(args)
     host = cluster.host() if cluster is not None and cluster.remote else this_machine()
     slurm = slurm_on(host)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import subprocess
 import sys
 from dataclasses import asdict
@@ -17,6 +18,7 @@ from pathlib import Path
 from hpcjax.cli.options import add_cluster_options, cluster_from_args
 from hpcjax.errors import HpcjaxError, UsageError
 
+PROFILE_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")  # a bare TOML key: [profiles.NAME]
 NODE_TIMEOUT_S = 600  # the node's step waits in the queue; the rest of the site is written without it
 RUNTIMES = (("apptainer", "apptainer"), ("singularity", "singularity"), ("charliecloud", "charliecloud"))
 
@@ -157,13 +159,18 @@ def cmd_site(args: argparse.Namespace, command: list[str]) -> int:
     cluster = cluster_from_args(args)
     host = cluster.host() if cluster is not None and cluster.remote else this_machine()
     path = Path(args.profile_file).expanduser() if args.profile_file else profiles.default_path()
+    if path.exists() and not path.is_file():
+        raise UsageError(f"the profiles file {str(path)!r} is not a file", "name a file with --profile-file")
     _, existing = profiles.load(path) if path.is_file() else (path, {})
 
     def say(text: str) -> None:
         print(f"hpcjax site: {text}", file=sys.stderr, flush=True)
 
     found = read(host, args.partition, not args.no_node, say)
-    name = args.name or found.config.get("ClusterName") or "site"
+    name = args.name if args.name is not None else found.config.get("ClusterName") or "site"
+    if not PROFILE_NAME.fullmatch(name):
+        raise UsageError(f"profile name {name!r}: a profile's name is letters, digits, - and _",
+                         "give one with --name, e.g. --name mycluster")
     if name in existing and not args.print:
         raise UsageError(f"profile {name!r} is already in {path}: nothing was written",
                          "give another name (--name), or remove its [profiles." + name + "] section first")

@@ -48,17 +48,17 @@ META = ("description", "extends")
 
 
 def add_section(path: Path, name: str, text: str) -> None:
-    """Append a profile's section (`hpcjax site`): the file with it must load, else nothing is
-    written; the new file replaces the old at once (never half-written)."""
+    """Append a profile's section (`hpcjax site`): written only if the file with it loads, at once."""
     old = read_text(path, "the profiles file", ConfigError) if path.is_file() else ""
     trial = path.with_name(f".{path.name}.{os.getpid()}.new")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    trial.write_text(old + ("\n" if old and not old.endswith("\n") else "") + text)
     try:
-        _, found = load(trial)
-        if name not in found:
-            raise ConfigError(f"the profile written for {name!r} did not load back", "report this as a bug")
-        os.replace(trial, path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        trial.write_text(old + ("\n" if old and not old.endswith("\n") else "") + text)
+        if name in load(trial)[1]:  # (ConfigError if the text would not load)
+            os.replace(trial, path)
+    except OSError as error:
+        raise ConfigError(f"cannot write the profiles file {str(path)!r}: {error.strerror or error}",
+                          "name a file you can write with --profile-file (or $HPCJAX_PROFILES)") from None
     finally:
         trial.unlink(missing_ok=True)
 

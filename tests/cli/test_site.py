@@ -5,6 +5,8 @@ The verb itself reads the dev cluster in tests/launch/test_site_cluster.py."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from hpcjax.cli.site import profile_lines, profile_text, summary
@@ -88,3 +90,10 @@ def test_a_profile_that_would_not_load_is_never_written(tmp_path):
         profiles.add_section(path, "bad", '\n[profiles.bad]\npartition = 3\n')
     assert path.read_text() == '[profiles.old]\npartition = "a"\n'
     assert sorted(p.name for p in tmp_path.iterdir()) == ["profiles.toml"]  # no trial file left
+
+
+@pytest.mark.parametrize("where", ["/proc/no-such/profiles.toml", "/proc/version"])
+def test_a_profiles_file_that_cannot_be_written_is_a_clear_error(where):
+    """Found in this session's trial: a traceback from deep inside."""
+    with pytest.raises(ConfigError, match="cannot write the profiles file"):
+        profiles.add_section(Path(where), "x", '\n[profiles.x]\npartition = "a"\n')

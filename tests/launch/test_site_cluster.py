@@ -35,6 +35,11 @@ def test_site_learns_the_dev_cluster_and_writes_a_profile_a_job_can_use(tmp_path
     assert script.returncode == 0, script.stderr
     assert "#SBATCH --partition=gpu" in script.stdout and "#SBATCH --gpus-per-node=4" in script.stdout
     assert "ch-run" in script.stdout
+    # Refused before anything is written (found in a trial): a name that is no TOML key, a directory.
+    for argv, said in ((["--name", ""], "profile name ''"), (["--profile-file", str(tmp_path)], "is not a file")):
+        refused = run_hpcjax("site", "--no-node", *(["--profile-file", str(profiles)] if "--profile-file" not in argv
+                                                    else []), *argv, cwd=tmp_path)
+        assert refused.returncode == 2 and said in refused.stderr and "Traceback" not in refused.stderr, refused.stderr
     # Again: the name is taken, nothing is written.
     again = run_hpcjax("site", "--no-node", "--profile-file", str(profiles), cwd=tmp_path)
     assert again.returncode == 2 and "profile 'hpcjaxdev' is already in" in again.stderr, again.stderr
