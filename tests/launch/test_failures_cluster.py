@@ -182,7 +182,7 @@ def test_retry_failed_requeues_a_failure_and_leaves_out_a_node_that_failed_twice
     if len(ended) == 3:  # the second attempt ran on the bad node again: it was excluded after it
         assert ended[1] == ("failed", node, node)
         batch = (tmp_path / "hpcjax-logs" / f"{job}-batch.log").read_text()
-        assert f"excluding node(s) {node} from the next attempts" in batch
+        assert f"the next attempts leave out node(s) {node} (" in batch, batch
 
     once = run_hpcjax("submit", "--nodes", "1", "--gpus-per-node", "4", "--requeue", "2", "--wait", "--",
                       "bash", "-c", "exit 3", cwd=tmp_path, timeout=300)

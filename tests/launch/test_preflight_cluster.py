@@ -93,7 +93,7 @@ def test_a_gpu_with_ecc_errors_fails_its_node_and_the_job_runs_without_it(tmp_pa
     assert first["failed_node"] == bad and first["exit_code"] == 75
     assert first["preflight"].startswith(f"preflight: FAILED on {bad} ({bad}: GPU 1: 2 uncorrectable ECC error(s))")
     assert second["preflight"].startswith("preflight: 1 node(s), 2 device(s), passed")
-    assert f"excluding node(s) {bad} from the next attempts" in batch_log(tmp_path, job) or \
+    assert f"the next attempts leave out node(s) {bad} (" in batch_log(tmp_path, job) or \
         f"ExcNodeList={bad}" in subprocess.run(["scontrol", "show", "job", job], capture_output=True,
                                                 text=True).stdout
     listed = json.loads(run_hpcjax("nodes", "--json", cwd=tmp_path).stdout)
