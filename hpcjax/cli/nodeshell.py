@@ -73,16 +73,23 @@ def cmd_jupyter(args: argparse.Namespace, command: list[str]) -> int:
     python = (cluster.python if cluster is not None and cluster.remote else "") or sys.executable
     host = cluster.host() if cluster is not None and cluster.remote else this_machine()
     # JupyterLab where it is installed, else the plain Jupyter server it runs on (either serves notebooks).
-    probe = host.run(step_on_first_node(hold, cluster, node, python, "-c", "import importlib.util as u; print(next(("
-                                        "a for a in ('jupyterlab', 'jupyter_server') if u.find_spec(a)), ''))"))
-    app = probe.stdout.strip().splitlines()[-1] if probe.returncode == 0 and probe.stdout.strip() else ""
+    probe = host.run(step_on_first_node(hold, cluster, node, python, "-c", "import importlib.util as u, os; print(next(("
+                                        "a for a in ('jupyterlab', 'jupyter_server') if u.find_spec(a)), ''), "
+                                        "os.geteuid())"))
+    said = probe.stdout.strip().splitlines()[-1].split() if probe.returncode == 0 and probe.stdout.strip() else []
+    app, as_root = (said[0], said[-1] == "0") if len(said) == 2 else ("", False)
     if not app:
         print(f"no Jupyter in the job's Python ({python}) on {node}: hpcjax does not install into your "
               f"environment. Add one there with `{python} -m pip install jupyterlab` (or load the site's "
               "module in a prologue), then run `hpcjax jupyter` again", file=sys.stderr)
         return 1
+    # It is reached from another host (the login node, a laptop's tunnel) by the node's name: Jupyter answers
+    # such a Host only with allow_remote_access (its token still guards it; on the dev cluster, where a
+    # node's name is a loopback address, it answered 403 without). It refuses to run as root (a
+    # container's user, CI's) without --allow-root: the user asked for it here.
     server = step_on_first_node(hold, cluster, node, python, "-m", app, "--no-browser", f"--ip={node}",
-                                f"--port={args.port}")
+                                f"--port={args.port}", "--ServerApp.allow_remote_access=True",
+                                *(["--allow-root"] if as_root else []))
     started = (subprocess.Popen(server, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
                if not host.remote else subprocess.Popen(host.ssh(host.destination, shlex.join(server)),
                                                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))

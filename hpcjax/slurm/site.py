@@ -21,7 +21,8 @@ MODULE_WORDS = re.compile(r"jax|cuda|cudnn|nccl", re.I)
 # Run on one compute node (bash -l: the login environment, where `module` is defined): KEY=VALUE lines.
 NODE_PROBE = r'''
 say() { printf '%s=%s\n' "$1" "$(printf '%s' "$2" | head -n 1)"; }
-say node "$(hostname)"
+export USER="${USER:-$(id -un)}"  # a step's environment may lack it, and ch-run refuses to start without it
+say node "${SLURMD_NODENAME:-$(hostname)}"
 command -v apptainer >/dev/null && say apptainer "$(apptainer --version 2>&1)"
 command -v singularity >/dev/null && say singularity "$(singularity --version 2>&1)"
 command -v ch-run >/dev/null && say charliecloud "$(ch-run --version 2>&1)"

@@ -18,7 +18,7 @@ def test_site_learns_the_dev_cluster_and_writes_a_profile_a_job_can_use(tmp_path
     assert done.stdout.splitlines()[0] == "SLURM 22.05.8 (hpcjaxdev), select/cons_tres, GRES types gpu, MPI default none"
     assert "partition gpu (default): 2 nodes, 2 x gpu:4, time limit infinite, up" in done.stdout
     node = next(line for line in done.stdout.splitlines() if line.startswith("node "))
-    assert node.startswith(("node node1: charliecloud", "node node2: charliecloud")) and node.endswith(
+    assert node.startswith(("node node1: charliecloud 0.", "node node2: charliecloud 0.")) and node.endswith(
         "no module command"), node
     assert "probing one node of partition gpu in a 2-minute step (srun, 1 GPU)" in done.stderr
     text = profiles.read_text()
