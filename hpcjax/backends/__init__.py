@@ -60,6 +60,11 @@ class Backend:
         """What a dry run shows: (the text, the line that says what it is)."""
         raise NotImplementedError
 
+    def estimate(self, sub, script: str) -> str:
+        """A dry run's last word: when the scheduler would start the job, or its refusal (raised); ""
+        where there is no scheduler to ask."""
+        return ""
+
     def submit(self, sub) -> list:
         """Start the staged job; its Runs (one per array element), recorded and announced."""
         raise NotImplementedError

@@ -5,14 +5,18 @@ SLURM command line is built)."""
 from __future__ import annotations
 
 import shutil
+import subprocess
 import sys
 
 from hpcjax.backends import Backend, register, save_record_there
 from hpcjax.catalog import db, keep, records
 from hpcjax.containers import binds
 from hpcjax.contract import FINISHED_STATES
-from hpcjax.errors import HpcjaxError, SlurmNotFound, UsageError
+from hpcjax.errors import HpcjaxError, SlurmNotFound, SubmitError, UsageError
 from hpcjax.follow.run import say
+
+# A dry run asks the scheduler once, briefly: a controller that does not answer leaves the script shown.
+ESTIMATE_TIMEOUT_S = 10.0
 from hpcjax import jobid
 from hpcjax.slurm import commands, controller, holds, inhold
 from hpcjax.slurm.job import SlurmRun
@@ -125,6 +129,26 @@ class SlurmBackend(Backend):
             return render_sbatch(sub.spec), (f"dry run: would run {sub.spec.layout.described} in hold {sub.spec.on} "
                                              "with this script:")
         return render_sbatch(sub.spec, hold=sub.hold), f"dry run: would submit {sub.spec.layout.described} with this script:"
+
+    def estimate(self, sub, script: str) -> str:
+        """sbatch --test-only of the very script (on stdin; nothing is submitted): what sbatch would
+        refuse is refused here, with its hint, and SLURM's estimate of the start is said."""
+        from hpcjax.slurm import free
+
+        if sub.spec.on:
+            return ""  # a job in a hold starts when the hold's agent reaches it
+        try:
+            done = sub.cluster.host().run(commands.test_only(), input=script, timeout=ESTIMATE_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            return f"SLURM's estimate: none (sbatch --test-only gave no answer in {ESTIMATE_TIMEOUT_S:.0f} s)"
+        said = (done.stderr + done.stdout).strip()
+        if done.returncode != 0 and "allocation failure" in said:  # the scheduler's verdict: sbatch would refuse
+            raise SubmitError(f"sbatch --test-only refused the job ({sub.spec.layout.name}): {said}",
+                              controller.slurm_on(sub.cluster.host()).refusal_hint(said))
+        if done.returncode != 0:  # no verdict (the controller unreachable, ...): a dry run still shows the script
+            return f"SLURM's estimate: none (sbatch --test-only: {said.splitlines()[-1] if said else 'no answer'})"
+        when = free.read_estimate(0, said)
+        return f"SLURM's estimate (sbatch --test-only, nothing submitted): it would start {'' if when == 'now' else 'at '}{when}"
 
     def submit(self, sub) -> list:
         from hpcjax.slurm import sbatch  # the template engine: submissions only

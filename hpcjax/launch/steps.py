@@ -97,7 +97,9 @@ def dry_run(sub: Submission) -> tuple[str, str]:
     probe = refusals.check(sub)
     if sub.cluster.remote:
         staging.as_there(sub, probe.home)
-    return sub.backend.render(sub)
+    shown, said = sub.backend.render(sub)
+    estimate = sub.backend.estimate(sub, shown)
+    return shown, (f"{estimate}\n" if estimate else "") + said
 
 
 def record_fields(sub: Submission, element: int | None, job_id: str) -> dict:

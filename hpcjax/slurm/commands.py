@@ -121,6 +121,11 @@ def qos_limits() -> list[str]:
     return ["sacctmgr", "-n", "-P", "show", "qos", "format=" + ",".join(QOS_FIELDS)]
 
 
+def test_only() -> list[str]:
+    """sbatch's verdict on a script given on stdin, and its estimate of the start; nothing is submitted."""
+    return ["sbatch", "--test-only"]
+
+
 def node_gpus(partition: str | None) -> list[str]:
     return ["sinfo", "-h", "-N", "-O", NODE_GPUS_FORMAT] + ([f"--partition={partition}"] if partition else [])
 

@@ -55,6 +55,9 @@ def test_a_pending_job_says_why_in_words_and_when_slurm_expects_it_to_start(tmp_
         assert row["start"][:4].isdigit(), row  # a time, from sbatch --test-only
         [never] = json.loads(run_hpcjax("free", "--nodes", "3", "--json", cwd=tmp_path).stdout)
         assert never["start"].startswith("never: "), never
+        dry = run_hpcjax("submit", "--dry-run", "--nodes", "1", "--gpus-per-node", "1", "--time", "1", "--", "true",
+                         cwd=tmp_path)
+        assert "it would start at 20" in dry.stderr, dry.stderr  # not now: every GPU is held
         table = run_hpcjax("free", cwd=tmp_path).stdout
         assert table.splitlines()[1].split()[:5] == ["gpu", "gpu", "2", "0/8", "0"], table
     finally:

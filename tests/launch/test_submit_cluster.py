@@ -206,3 +206,16 @@ def test_ids_squeue_cannot_read_do_not_hide_a_job_just_submitted(tmp_path, slurm
     for unreadable in ("0", "4294967294"):
         with pytest.raises(HpcjaxError, match=f"SLURM knows no job {unreadable}"):
             slurm.watcher.status(unreadable, fresh=True)
+
+
+def test_a_dry_run_asks_sbatch_for_its_verdict_and_estimate_and_submits_nothing(tmp_path, slurm_cluster, hpcjax_home):
+    """`submit --dry-run` gives sbatch the very script with --test-only: what the scheduler would refuse
+    is refused (found in a trial: 5 GPUs per node on 4-GPU nodes passed a dry run), else its estimate."""
+    fits = run_hpcjax("submit", "--dry-run", "--nodes", "2", "--", "true", cwd=tmp_path)
+    assert fits.returncode == 0 and "#SBATCH --nodes=2" in fits.stdout, fits.stderr
+    assert re.search(r"SLURM's estimate \(sbatch --test-only, nothing submitted\): it would start (now|at 20)",
+                     fits.stderr), fits.stderr
+    too_big = run_hpcjax("submit", "--dry-run", "--gpus-per-node", "5", "--", "true", cwd=tmp_path)
+    assert too_big.returncode == 1 and too_big.stdout == "", too_big.stderr
+    assert "sbatch --test-only refused the job (G5N1p5)" in too_big.stderr and "gres gpu:4" in too_big.stderr
+    assert not (tmp_path / "hpcjax-logs").exists()  # nothing made
