@@ -13,7 +13,7 @@ from conftest import run_hpcjax
 
 def test_site_learns_the_dev_cluster_and_writes_a_profile_a_job_can_use(tmp_path, slurm_cluster, hpcjax_home):
     profiles = tmp_path / "profiles.toml"
-    done = run_hpcjax("site", "--profile-file", str(profiles), cwd=tmp_path)
+    done = run_hpcjax("site", "--profile-file", str(profiles), cwd=tmp_path, timeout=660)  # its step may queue
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[0] == "SLURM 22.05.8 (hpcjaxdev), select/cons_tres, GRES types gpu, MPI default none"
     assert "partition gpu (default): 2 nodes, 2 x gpu:4, time limit infinite, up" in done.stdout
@@ -50,7 +50,7 @@ def test_site_reads_the_cluster_from_a_laptop_over_ssh(laptop, ssh_cluster):
     profiles = ssh_cluster.profiles(laptop / "profiles.toml")
     before = profiles.read_text()
     done = run_hpcjax("site", "--cluster", "devcluster", "--name", "dev-site", "--profile-file", str(profiles),
-                      cwd=laptop)
+                      cwd=laptop, timeout=660)  # its step may queue behind other tests' jobs
     assert done.returncode == 0, done.stderr
     assert "partition gpu (default): 2 nodes, 2 x gpu:4" in done.stdout
     assert any(line.startswith("node node") for line in done.stdout.splitlines()), done.stdout
