@@ -91,10 +91,13 @@ def explain(reason: str) -> tuple[str, str]:
         if limit["per"] == "PerJob":
             return f"it asks for more {what} than {whose} limit per job: it can never start", f"{less}; {shown}"
         return f"{whose} limit of {what}{per}{group} is reached", f"wait for running jobs to end, or {less}; {shown}"
+    if " " in base:  # not a code: hpcjax's own words (a job queued in a hold says where it waits)
+        return code, ""
     return f"SLURM's reason {code} (see `man squeue`, JOB REASON CODES)", ""
 
 
 def in_words(reason: str) -> str:
     """`it waits for the nodes and GPUs it asked for to be free (Resources)`: SLURM's code kept, to look up."""
     words, _ = explain(reason)
-    return words if words.startswith("SLURM's reason") else f"{words} ({(reason or 'None').strip()})"
+    code = (reason or "None").strip()
+    return words if words.startswith("SLURM's reason") or words == code else f"{words} ({code})"

@@ -120,3 +120,10 @@ def test_an_arrays_pending_range_answers_for_each_pending_element():
         slurm.watcher.follow(element)
     assert [slurm.job_status(e).state for e in ("741_0", "741_1", "741_2")] == ["RUNNING", "PENDING", "PENDING"]
     assert "--max-parallel" in slurm.job_status("741_2").describe()
+
+
+def test_a_reason_that_is_hpcjaxs_own_words_is_shown_as_it_is():
+    """A job queued in a hold is PENDING with where it waits, in words: not one of SLURM's codes."""
+    said = "queued in hold dev (job 1234, running)"
+    assert reasons.in_words(said) == said and reasons.explain(said) == (said, "")
+    assert not reasons.never_starts(said)
