@@ -148,7 +148,7 @@ class SlurmBackend(Backend):
         if done.returncode != 0:  # no verdict (the controller unreachable, ...): a dry run still shows the script
             return f"SLURM's estimate: none (sbatch --test-only: {said.splitlines()[-1] if said else 'no answer'})"
         when = free.read_estimate(0, said)
-        return f"SLURM's estimate (sbatch --test-only, nothing submitted): it would start {'' if when == 'now' else 'at '}{when}"
+        return f"SLURM's estimate (sbatch --test-only, nothing submitted): it would start {'at ' if when[:1].isdigit() else ''}{when}"
 
     def submit(self, sub) -> list:
         from hpcjax.slurm import sbatch  # the template engine: submissions only

@@ -35,3 +35,6 @@ def test_slurms_estimate_is_read_as_now_a_time_or_never_with_its_reason():
     assert free.read_estimate(1, "allocation failure: Requested node configuration is not available\n", now) == \
         "never: Requested node configuration is not available"
     assert free.read_estimate(1, "", now) == "never: sbatch refused it"
+    far = said.replace("2026-11-27T05:45:58", "2537-04-15T19:26:17")  # seen in CI, behind a job with no limit
+    assert free.read_estimate(0, far, now) == ("not known (SLURM's estimate, 2537-04-15, means a job ahead of it "
+                                               "has no time limit)")
