@@ -42,7 +42,7 @@ def read(host, partition: str | None, probe: bool, say):
         found.unread["accounts"] = f"sacctmgr did not answer ({error.message.splitlines()[0]})"
     helped = host.run(commands.srun_help())
     found.pyxis = "--container-image" in helped.stdout if helped.returncode == 0 else None
-    chosen = partition or next((p.name for p in found.partitions if p.default), None)
+    chosen = partition or getattr(found.default_partition(), "name", None)
     if not probe:
         found.unread["node"] = "not probed (--no-node)"
         return found
