@@ -4,13 +4,12 @@ first node forwarded to this machine, both through the cluster's shared SSH conn
 from __future__ import annotations
 
 import argparse
-import signal
-import subprocess
 import sys
 from pathlib import Path, PurePosixPath
 
 from hpcjax.cli import kinds
 from hpcjax.cli.options import add_cluster_options, cluster_from_args
+from hpcjax.cli.stopping import sigterm_as_ctrl_c
 from hpcjax.errors import HpcjaxError, UsageError
 from hpcjax import contract, jobid
 
@@ -127,30 +126,16 @@ def cmd_tunnel(args: argparse.Namespace, command: list[str]) -> int:
                           f"wait for it (`hpcjax status {run.job_id}`), then run the tunnel again")
     node = expand_hostlist(status.nodelist)[0]
     local = args.local_port or args.port
-    forward = f"127.0.0.1:{local}:{node}:{args.port}"
-    run.host.connect()
-    opened = subprocess.run(run.host.ssh("-O", "forward", "-L", forward, run.host.destination),
-                            capture_output=True, text=True)
-    if opened.returncode != 0:
-        raise HpcjaxError(f"cannot forward port {local} to {node}:{args.port}: {opened.stderr.strip()}",
-                          "the local port may be taken: pass --local-port")
-    previous = signal.signal(signal.SIGTERM, _stop)  # `kill` ends the tunnel as Ctrl-C does: never left open
     try:
-        print(f"forwarding http://127.0.0.1:{local}/ to {node}:{args.port} of job {run.job_id} "
-              f"through {run.host.destination}; Ctrl-C stops the tunnel (not the job)", file=sys.stderr)
-        print(f"http://127.0.0.1:{local}/", flush=True)
-        run.wait(progress=False)  # the tunnel lasts as long as the job
-        print(f"job {run.job_id} ended: tunnel closed", file=sys.stderr)
+        with sigterm_as_ctrl_c(), run.host.forward(local, node, args.port):
+            print(f"forwarding http://127.0.0.1:{local}/ to {node}:{args.port} of job {run.job_id} "
+                  f"through {run.host.destination}; Ctrl-C stops the tunnel (not the job)", file=sys.stderr)
+            print(f"http://127.0.0.1:{local}/", flush=True)
+            run.wait(progress=False)  # the tunnel lasts as long as the job
+            print(f"job {run.job_id} ended: tunnel closed", file=sys.stderr)
     except KeyboardInterrupt:
         print("\ntunnel closed; the job keeps running", file=sys.stderr)
-    finally:
-        subprocess.run(run.host.ssh("-O", "cancel", "-L", forward, run.host.destination), capture_output=True)
-        signal.signal(signal.SIGTERM, previous)
     return 0
-
-
-def _stop(signum, frame):
-    raise KeyboardInterrupt
 
 
 def add_fetch_verbs(sub) -> None:

@@ -6,9 +6,9 @@ hpcjax never installs anything into the job's Python: with no Jupyter there, it 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import queue
 import re
-import shlex
 import subprocess
 import sys
 import threading
@@ -16,6 +16,7 @@ import time
 
 from hpcjax.cli import kinds
 from hpcjax.cli.options import add_cluster_options, cluster_from_args, merged_options, takes_command
+from hpcjax.cli.stopping import sigterm_as_ctrl_c
 from hpcjax.errors import HpcjaxError, UsageError
 
 URL = re.compile(r"https?://[^\s/]+:(\d+)/\S*")  # what Jupyter prints: http://HOST:PORT/lab?token=...
@@ -50,9 +51,7 @@ def run_there(cluster, argv: list[str], tty: bool = False) -> int:
     """argv on the host that reaches the cluster, this terminal's input and output its own."""
     if cluster is None or not cluster.remote:
         return subprocess.run(argv).returncode
-    host = cluster.host()
-    host.connect()
-    return subprocess.run(host.ssh(*(["-t"] if tty else []), host.destination, shlex.join(argv))).returncode
+    return subprocess.run(cluster.host().command(argv, tty=tty)).returncode
 
 
 def cmd_shell(args: argparse.Namespace, command: list[str]) -> int:
@@ -70,6 +69,10 @@ def cmd_jupyter(args: argparse.Namespace, command: list[str]) -> int:
     from hpcjax.hosts import this_machine
 
     hold, cluster, node = running_hold(args)
+    if args.local_port and not (cluster is not None and cluster.remote):
+        raise UsageError(f"--local-port {args.local_port} is the tunnel's port on a laptop; hold {hold.name} is on "
+                         "this machine's cluster, reached with no tunnel",
+                         f"leave it out: the address printed is the node's own (port {args.port})")
     python = (cluster.python if cluster is not None and cluster.remote else "") or sys.executable
     host = cluster.host() if cluster is not None and cluster.remote else this_machine()
     # JupyterLab where it is installed, else the plain Jupyter server it runs on (either serves notebooks).
@@ -90,22 +93,25 @@ def cmd_jupyter(args: argparse.Namespace, command: list[str]) -> int:
     server = step_on_first_node(hold, cluster, node, python, "-m", app, "--no-browser", f"--ip={node}",
                                 f"--port={args.port}", "--ServerApp.allow_remote_access=True",
                                 *(["--allow-root"] if as_root else []))
-    started = (subprocess.Popen(server, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-               if not host.remote else subprocess.Popen(host.ssh(host.destination, shlex.join(server)),
-                                                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+    started = subprocess.Popen(host.command(ends_with_its_input(server)) if host.remote else server,
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     url, said = wait_for_url(started)
     if url is None:
         started.terminate()
         raise HpcjaxError(f"Jupyter on {node} printed no address" + (f"; its last lines:\n{said}" if said else ""),
                           f"run it by hand: hpcjax shell --on {args.on} -- {python} -m {app} --no-browser")
+    local = args.local_port or args.port
     try:
-        if host.remote:
-            forward = f"127.0.0.1:{args.port}:{node}:{args.port}"
-            subprocess.run(host.ssh("-O", "forward", "-L", forward, host.destination), check=True, capture_output=True)
-            url = URL.sub(lambda m: m.group(0).replace(m.group(0).split("/")[2], f"127.0.0.1:{args.port}"), url)
-        print(url, flush=True)
-        print(f"Jupyter on {node} in hold {hold.name}; Ctrl-C stops it (the hold stays)", file=sys.stderr)
-        started.wait()
+        with sigterm_as_ctrl_c(), host.forward(local, node, args.port) if host.remote else contextlib.nullcontext():
+            if host.remote:  # the laptop's end of the tunnel, in the address Jupyter printed
+                url = URL.sub(lambda m: m.group(0).replace(m.group(0).split("/")[2], f"127.0.0.1:{local}"), url)
+            if not answers_soon(url, started):
+                raise HpcjaxError(f"Jupyter on {node} printed {url} but does not answer there",
+                                  f"its log is above; run it by hand: hpcjax shell --on {args.on} -- {python} -m "
+                                  f"{app} --no-browser")
+            print(url, flush=True)
+            print(f"Jupyter on {node} in hold {hold.name}; Ctrl-C stops it (the hold stays)", file=sys.stderr)
+            started.wait()
     except KeyboardInterrupt:
         print("\nJupyter stopped; the hold keeps running", file=sys.stderr)
     finally:
@@ -113,6 +119,18 @@ def cmd_jupyter(args: argparse.Namespace, command: list[str]) -> int:
             started.terminate()
             started.wait()
     return 0
+
+
+# Over SSH without a terminal, the end of the local ssh (Ctrl-C, a kill, a dropped laptop) reaches nothing on
+# the login node: srun, and the server with it, went on serving in the hold. The command's input is the
+# connection, so its end is the signal: srun gets SIGTERM (it ends the step) when the input ends.
+STOP_AT_END_OF_INPUT = ('exec 3<&0; "$@" <&- & step=$!; { cat <&3 >/dev/null 2>&1; kill -TERM "$step" 2>/dev/null; } '
+                        '>/dev/null 2>&1 3<&3 & wait "$step"')
+
+
+def ends_with_its_input(argv: list[str]) -> list[str]:
+    """argv, stopped (SIGTERM) when its standard input ends: with the ssh that started it."""
+    return ["bash", "-c", STOP_AT_END_OF_INPUT, "hpcjax-step", *argv]
 
 
 def wait_for_url(process, timeout_s: float = 120.0) -> tuple[str | None, str]:
@@ -150,6 +168,30 @@ def wait_for_url(process, timeout_s: float = 120.0) -> tuple[str | None, str]:
             return url.group(0), ""
 
 
+def answers_soon(url: str, process, timeout_s: float = 60.0) -> bool:
+    """Whether the server answers HTTP at its address (any status: 403 is an answer) before it ends or the
+    time is up. jupyter_server 2 prints its address before it listens (it binds in its event loop's first
+    turn): a browser or script sent there at once was refused. Through an SSH tunnel the local port
+    always accepts, so only an HTTP answer counts, not a connection."""
+    import http.client
+    import ssl
+    import urllib.error
+    import urllib.request
+
+    base = url.split("?")[0].rsplit("/", 1)[0] + "/api/status"
+    unverified = ssl._create_unverified_context()  # its own certificate, if it has one: only "is it up" is asked
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and process.poll() is None:
+        try:
+            with urllib.request.urlopen(base, timeout=5, context=unverified if url.startswith("https") else None):
+                return True
+        except urllib.error.HTTPError:
+            return True
+        except (OSError, http.client.HTTPException):
+            time.sleep(0.2)
+    return False
+
+
 def add_node_shell_verbs(sub) -> None:
     shell = sub.add_parser("shell", help="a shell (or one command: -- CMD) on a held allocation's first node")
     shell.add_argument("--on", required=True, metavar="HOLD", help="the hold (`hpcjax holds` lists them)")
@@ -159,6 +201,9 @@ def add_node_shell_verbs(sub) -> None:
 
     jupyter = sub.add_parser("jupyter", help="a Jupyter server on a held allocation's first node, tunnelled here")
     jupyter.add_argument("--on", required=True, metavar="HOLD", help="the hold (`hpcjax holds` lists them)")
-    jupyter.add_argument("--port", type=kinds.port, default=8888, help="its port there and here (default 8888)")
+    jupyter.add_argument("--port", type=kinds.port, default=8888, help="its port on the node (default 8888)")
+    jupyter.add_argument("--local-port", type=kinds.port,
+                         help="from a laptop: the tunnel's port here (default: --port's; pass another when "
+                              "a Jupyter of your own has it)")
     add_cluster_options(jupyter, profile_file=True)
     jupyter.set_defaults(run=cmd_jupyter, takes_command=False)

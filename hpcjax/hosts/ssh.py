@@ -13,6 +13,7 @@ modules set in the login profile are there, as in an interactive login.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
@@ -140,12 +141,32 @@ class SshHost:
                   timeout: float | None = None) -> subprocess.CompletedProcess:
         return self._run(argv, input=input, timeout=timeout, text=False)
 
-    def _run(self, argv, *, input, timeout, text: bool) -> subprocess.CompletedProcess:
+    def command(self, argv: list[str], *, tty: bool = False) -> list[str]:
+        """The local argv that runs argv on the login node in a login shell (its site PATH and modules),
+        through the shared connection: for a command whose output streams or whose terminal is the
+        user's (-t: a shell, Ctrl-C reaching it)."""
         self.connect()
         self.round_trips += 1
-        remote = "bash -lc " + shlex.quote(shlex.join(argv))
-        full = self.ssh("-o", "ControlMaster=no", "-o", "BatchMode=yes",
-                        "-o", f"ConnectTimeout={CONNECT_TIMEOUT_S}", self.destination, "--", remote)
+        return self.ssh("-o", "ControlMaster=no", "-o", "BatchMode=yes", "-o", f"ConnectTimeout={CONNECT_TIMEOUT_S}",
+                        *(["-t"] if tty else []), self.destination, "--", "bash -lc " + shlex.quote(shlex.join(argv)))
+
+    @contextlib.contextmanager
+    def forward(self, local_port: int, node: str, port: int):
+        """127.0.0.1:local_port here reaches node:port from the login node while the block runs
+        (`ssh -O forward` on the shared connection; cancelled after, whatever happens)."""
+        self.connect()
+        spec = f"127.0.0.1:{local_port}:{node}:{port}"
+        opened = subprocess.run(self.ssh("-O", "forward", "-L", spec, self.destination), capture_output=True, text=True)
+        if opened.returncode != 0:
+            raise HpcjaxError(f"cannot forward port {local_port} here to {node}:{port}: {opened.stderr.strip()}",
+                              "the port here may be taken (by a Jupyter of your own?): pass --local-port")
+        try:
+            yield f"127.0.0.1:{local_port}"
+        finally:
+            subprocess.run(self.ssh("-O", "cancel", "-L", spec, self.destination), capture_output=True)
+
+    def _run(self, argv, *, input, timeout, text: bool) -> subprocess.CompletedProcess:
+        full = self.command(argv)
         try:
             done = subprocess.run(full, input=input, capture_output=True, text=text, timeout=timeout)
         except subprocess.TimeoutExpired:

@@ -50,6 +50,12 @@ if [[ ! -x $venv/bin/py-spy ]]; then
   "$venv/bin/python" -m pip install -q --disable-pip-version-check "$pin" >>"$DIR/log/cluster-python.log" 2>&1 \
     || { tail -n 20 "$DIR/log/cluster-python.log" >&2; die "pip failed (py-spy)"; }
 fi
+# jupyter-server, as a user adds it to their own environment for `hpcjax jupyter` (hpcjax installs nothing there).
+if ! "$venv/bin/python" -c "import jupyter_server" 2>/dev/null; then
+  pin=$(python3 -m pip list --format=freeze 2>/dev/null | grep -iE '^jupyter[_-]server==' || echo jupyter-server)
+  "$venv/bin/python" -m pip install -q --disable-pip-version-check "$pin" >>"$DIR/log/cluster-python.log" 2>&1 \
+    || { tail -n 20 "$DIR/log/cluster-python.log" >&2; die "pip failed (jupyter-server)"; }
+fi
 chmod -R a+rX "$venv"
 
 # A login shell (`bash -lc`, as hpcjax runs every command there) reads ~/.profile.

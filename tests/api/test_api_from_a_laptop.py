@@ -11,6 +11,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -169,6 +170,45 @@ def test_a_trainer_and_a_remote_map_run_in_a_hold_from_a_laptop(project, ssh_clu
                                 "echo $SLURMD_NODENAME $SLURM_JOB_ID; exit 5"], capture_output=True, text=True,
                                cwd=repo, timeout=120)
         assert shell.returncode == 5 and shell.stdout == f"node1 {held}\n", (shell.stdout, shell.stderr)
+        assert_jupyter_through_the_tunnel(name, held, where, repo, ssh_cluster)
     finally:
         subprocess.run([sys.executable, "-m", "hpcjax", "release", name, *where], capture_output=True, cwd=repo,
                        timeout=120)
+
+
+def assert_jupyter_through_the_tunnel(name: str, held: str, where: list[str], repo, ssh_cluster) -> None:
+    """`hpcjax jupyter --on` from the laptop: a real jupyter-server in the cluster user's Python (put there
+    as a user would; hpcjax installs nothing) runs as a step of the hold; the address printed is the
+    laptop's end of the tunnel (--local-port: the laptop and the cluster are one machine here, so the
+    node's port is taken on the laptop's side too, as a user's own Jupyter would take 8888) and answers
+    at once; Ctrl-C stops the server on the node, not only the laptop's ssh, and the hold stays."""
+    import signal
+    import urllib.request
+
+    from sshd import free_port
+
+    port, local = free_port(), free_port()
+    jupyter = subprocess.Popen([sys.executable, "-m", "hpcjax", "jupyter", "--on", name, "--port", str(port),
+                                "--local-port", str(local), *where], cwd=repo, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+    try:
+        url = jupyter.stdout.readline().strip()
+        assert url.startswith(f"http://127.0.0.1:{local}/") and "token=" in url, (url, jupyter.stderr.read())
+        token = url.split("token=")[1].split("&")[0]
+        with urllib.request.urlopen(f"http://127.0.0.1:{local}/api/status?token={token}", timeout=30) as answer:
+            assert answer.status == 200 and "started" in json.loads(answer.read())
+        assert steps_of(held, ssh_cluster) != []
+    finally:
+        jupyter.send_signal(signal.SIGINT)
+        _, err = jupyter.communicate(timeout=60)
+    assert jupyter.returncode == 0 and "Jupyter stopped; the hold keeps running" in err, err
+    deadline = time.monotonic() + 60
+    while steps_of(held, ssh_cluster):  # the server's step ends: nothing is left serving on the node
+        assert time.monotonic() < deadline, steps_of(held, ssh_cluster)
+        time.sleep(1)
+    assert ssh_cluster.ssh(f"squeue -h -j {held} -o %T").stdout.strip() == "RUNNING"
+
+
+def steps_of(job: str, ssh_cluster) -> list[str]:
+    said = ssh_cluster.ssh(f"squeue -h -s -j {job} -o %i").stdout.split()
+    return [step for step in said if not step.endswith((".batch", ".extern"))]

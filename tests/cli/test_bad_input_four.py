@@ -78,6 +78,7 @@ def test_output_that_cannot_be_written_is_one_line_and_exit_1(tmp_path, verb, re
     (["render", "-J", "é" * 128, "--", "true"], "is 256 bytes long"),
     (["jupyter", "--on", "dev", "--port", "0"], "'0' is not a TCP port (1..65535)"),
     (["jupyter", "--on", "dev", "--port", "99999"], "'99999' is not a TCP port"),
+    (["jupyter", "--on", "dev", "--local-port", "70000"], "'70000' is not a TCP port"),
     (["render", "--sbatch=--dependency=afterok:12", "--", "true"], "use --after JOBID[:ok|:any]"),
     (["render", "--sbatch=-d", "--", "true"], "use --after"),
     (["fetch", "12", "--to", "/proc/hpcjax-x"], "is in /proc, the kernel's tree"),

@@ -170,6 +170,8 @@ def test_jupyter_and_an_interactive_shell_run_on_a_holds_first_node(tmp_path, sl
     held = done.stdout.strip()
     try:
         port = str(20000 + os.getpid() % 20000)
+        tunnelled = run_hpcjax("jupyter", "--on", name, "--local-port", port, cwd=tmp_path)
+        assert tunnelled.returncode == 2 and "is the tunnel's port on a laptop" in tunnelled.stderr, tunnelled.stderr
         jupyter = subprocess.Popen([sys.executable, "-m", "hpcjax", "jupyter", "--on", name, "--port", port],
                                    cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                    env={**os.environ, "JUPYTER_RUNTIME_DIR": str(tmp_path / "jupyter-runtime")})
