@@ -18,7 +18,7 @@ from hpcjax.localjobs.environment import check_local_spec, rank_environment
 
 # Options of a spec the local backend has no use for (they are SLURM's), with their flags.
 SLURM_ONLY = (("partition", "--partition"), ("account", "--account"), ("qos", "--qos"),
-              ("constraint", "--constraint"), ("mem", "--mem"), ("exclusive", "--exclusive"),
+              ("constraint", "--constraint"), ("gpu_type", "--gpu-type"), ("mem", "--mem"), ("exclusive", "--exclusive"),
               ("cpus_per_task", "--cpus-per-task"), ("sbatch_lines", "--sbatch"), ("prologue", "--prologue"),
               ("epilogue", "--epilogue"), ("template", "--template"), ("preflight", "--preflight"))
 

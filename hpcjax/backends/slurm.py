@@ -47,6 +47,10 @@ class SlurmBackend(Backend):
             asks["config"] = commands.config()
         if sub.spec.exclude and not sub.spec.on:
             asks["nodes"] = commands.node_names(sub.spec.partition)
+        if not sub.spec.on:  # what the partition and the QOS allow (a job in a hold has the hold's)
+            asks["partitions"] = commands.partitions()
+            if sub.spec.qos:
+                asks["qos"] = commands.qos_limits()
         return {"programs": ["sbatch"], "paths": ([image] if image else []) + sources + there, "commands": asks}
 
     def check(self, sub, probe) -> None:
@@ -81,6 +85,7 @@ class SlurmBackend(Backend):
                                  f"run it after any ending with --after {job}:any, fix and rerun job {job} first, "
                                  "or drop --after")
         self._check_excluded(sub, probe)
+        self._check_fits(sub, probe)
         most = controller.config_values(probe.answer("config")[1]).get("MaxArraySize", "")
         if sub.spec.array and most.isdigit() and sub.spec.array > int(most) - 1:
             raise UsageError(f"the job array has {sub.spec.array} elements; SLURM on {where} takes at most "
@@ -102,6 +107,17 @@ class SlurmBackend(Backend):
                              f"{len(left)} of the {len(nodes)} on {where}" + (f" ({', '.join(left)})" if left else ""),
                              "exclude fewer nodes (--exclude, the profile's exclude, avoid_failed_hours), or ask for "
                              f"fewer: --nodes {max(1, len(left) - sub.spec.spares)}")
+
+    def _check_fits(self, sub, probe) -> None:
+        """The partition and the QOS can ever run the job (hpcjax.slurm.fit); an answer that did not come
+        leaves that check to SLURM."""
+        from hpcjax.slurm import fit, site
+
+        code, text = probe.answer("partitions")
+        partitions = site.read_partitions(text) if code == 0 else []
+        code, text = probe.answer("qos")
+        qos = {row["Name"]: row for row in site.read_rows(text, commands.QOS_FIELDS)} if code == 0 else {}
+        fit.check(sub.spec, partitions, qos, sub.cluster.name)
 
     def _check_paths(self, sub, probe) -> None:
         """The image and the bind sources exist where the job is submitted (on a cluster: there);
@@ -126,29 +142,38 @@ class SlurmBackend(Backend):
         from hpcjax.slurm.script import render_sbatch  # the template engine: submissions only
 
         if sub.spec.on:
-            return render_sbatch(sub.spec), (f"dry run: would run {sub.spec.layout.described} in hold {sub.spec.on} "
+            return render_sbatch(inhold.spec_in(inhold.the_hold(sub), sub.spec)), (f"dry run: would run {sub.spec.layout.described} in hold {sub.spec.on} "
                                              "with this script:")
         return render_sbatch(sub.spec, hold=sub.hold), f"dry run: would submit {sub.spec.layout.described} with this script:"
 
     def estimate(self, sub, script: str) -> str:
         """sbatch --test-only of the very script (on stdin; nothing is submitted): what sbatch would
         refuse is refused here, with its hint, and SLURM's estimate of the start is said."""
-        from hpcjax.slurm import free
-
         if sub.spec.on:
             return ""  # a job in a hold starts when the hold's agent reaches it
+        when, why = self._test_only(sub, script)
+        if when is None:
+            return f"SLURM's estimate: none ({why})"
+        return f"SLURM's estimate (sbatch --test-only, nothing submitted): it would start {when}"
+
+    @staticmethod
+    def _test_only(sub, script: str) -> tuple[str | None, str]:
+        """(when SLURM expects the job to start: "now", "at DATE", "not known (...)"; or None and why there is
+        no estimate). SubmitError when the scheduler says it could never run (sbatch would refuse it)."""
+        from hpcjax.slurm import free
+
         try:
             done = sub.cluster.host().run(commands.test_only(), input=script, timeout=ESTIMATE_TIMEOUT_S)
         except subprocess.TimeoutExpired:
-            return f"SLURM's estimate: none (sbatch --test-only gave no answer in {ESTIMATE_TIMEOUT_S:.0f} s)"
+            return None, f"sbatch --test-only gave no answer in {ESTIMATE_TIMEOUT_S:.0f} s"
         said = (done.stderr + done.stdout).strip()
         if done.returncode != 0 and "allocation failure" in said:  # the scheduler's verdict: sbatch would refuse
             raise SubmitError(f"sbatch --test-only refused the job ({sub.spec.layout.name}): {said}",
                               controller.slurm_on(sub.cluster.host()).refusal_hint(said))
-        if done.returncode != 0:  # no verdict (the controller unreachable, ...): a dry run still shows the script
-            return f"SLURM's estimate: none (sbatch --test-only: {said.splitlines()[-1] if said else 'no answer'})"
+        if done.returncode != 0:  # no verdict (the controller unreachable, ...): the job is still shown or sent
+            return None, f"sbatch --test-only: {said.splitlines()[-1] if said else 'no answer'}"
         when = free.read_estimate(0, said)
-        return f"SLURM's estimate (sbatch --test-only, nothing submitted): it would start {'at ' if when[:1].isdigit() else ''}{when}"
+        return ("at " if when[:1].isdigit() else "") + when, ""
 
     def submit(self, sub) -> list:
         from hpcjax.slurm import sbatch  # the template engine: submissions only
@@ -158,6 +183,7 @@ class SlurmBackend(Backend):
             run, more = inhold.queue(sub)
             self._record(sub, run, {**sub.record_fields(None, run.job_id), **more})
             return [run]
+        self._say_start(sub)
         job_id = sbatch.there(sub.spec, cluster, sub.workdir, sub.log_dir, hold=sub.hold) if cluster.remote else \
             sbatch.here(sub.spec, hold=sub.hold)
         runs = [SlurmRun(job_id if i is None else f"{job_id}_{i}", sub.log_dir, sub.spec.layout.num_processes, cluster)
@@ -172,6 +198,19 @@ class SlurmBackend(Backend):
         where = f" on {cluster.name}" if cluster.remote else ""
         say(f"submitted {what}{where} ({sub.spec.layout.described}); logs in {sub.log_dir}/")
         return runs
+
+    def _say_start(self, sub) -> None:
+        """When SLURM expects the job to start, asked before it is sent (sbatch --test-only of its script):
+        a job the scheduler could never place is refused here, before anything is queued. Once queued, the
+        wait's lines say squeue's estimate (%S) as it changes."""
+        from hpcjax.slurm.script import render_sbatch
+
+        when, why = self._test_only(sub, render_sbatch(sub.spec, check_syntax=False, hold=sub.hold))
+        # sbatch --test-only leaves dependencies out: "now" would be wrong for a job that waits for another
+        after = f", once job {' and '.join(job for job, _ in sub.spec.after)} has ended (--after)" if sub.spec.after \
+            else ""
+        say(f"SLURM's estimate (sbatch --test-only): it would start {when}{after}" if when else
+            f"SLURM's estimate: none ({why})")
 
     @staticmethod
     def _record(sub, run, fields: dict) -> None:

@@ -91,7 +91,7 @@ def wait_ready(run, name: str, sub) -> int:
 def listing(cluster) -> list[dict]:
     """Every hold this machine knows on that cluster, with SLURM's state, time left and its jobs."""
     from hpcjax.contract import FINISHED_STATES
-    from hpcjax.job.spec import parse_walltime
+    from hpcjax.job.walltime import parse_walltime
     from hpcjax.slurm import controller, holds
     from hpcjax.catalog import records
 
@@ -116,7 +116,7 @@ def listing(cluster) -> list[dict]:
 
 
 def _left(limit_s: int | None, elapsed: str) -> str:
-    from hpcjax.job.spec import format_walltime
+    from hpcjax.job.walltime import format_walltime
     from hpcjax.slurm.status import elapsed_seconds
 
     if not limit_s:

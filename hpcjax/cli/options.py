@@ -96,6 +96,7 @@ def add_job_options(parser: argparse.ArgumentParser, job_name: str = "hpcjax", t
     job.add_argument("--account", "-A", help="the account charged (default: yours)")
     job.add_argument("--qos", "-q", help="quality of service")
     job.add_argument("--constraint", "-C", help="node features, e.g. a100")
+    job.add_argument("--gpu-type", help="the GPUs' type where the site's GRES is typed (gpu:a100:4): a100")
     job.add_argument("--cpus-per-task", "-c", type=int, help="CPUs of each process")
     job.add_argument("--mem", help="memory per node, e.g. 64G")
     job.add_argument("--exclusive", action="store_true", default=None, help="whole nodes, shared with no other job")

@@ -91,10 +91,16 @@ def profile_lines(found, partition: str | None, destination: str | None,
         elif per_node:
             lines.append(("# gpus_per_node = ?", f"sinfo: {chosen.name}'s nodes differ: "
                                                   + ", ".join(f"{n} x {k or 'gpu'}:{c}" for k, c, n in chosen.gpus)))
-        if kinds and kinds != ["untyped"]:
-            lines.append(("# typed GPUs", f"{', '.join(kinds)}: hpcjax cannot ask for a type yet (its GPUs are "
-                                          "untyped); a node feature (constraint = ...) picks them where the site "
-                                          "tags nodes (`sinfo -o '%N %f %G'`)"))
+        if len(kinds) == 1 and kinds != ["untyped"]:
+            lines.append((f"gpu_type = {json.dumps(kinds[0])}", f"sinfo: {chosen.name}'s GPUs are typed "
+                                                                 f"{kinds[0]} (--gpus-per-node={kinds[0]}:N)"))
+        elif len(kinds) > 1:
+            lines.append(("# gpu_type = ?", f"sinfo: {chosen.name} has GPUs of {len(kinds)} kinds, "
+                                            f"{', '.join(kinds)}: a job may name one (--gpu-type), or take any"))
+        others = [p.name for p in with_gpus if p is not chosen]
+        if others:
+            lines.append(("# other partitions with GPUs", f"sinfo: {', '.join(others)} (`hpcjax site --partition NAME "
+                                                          "--name NAME` writes a profile for one)"))
     elif with_gpus:
         lines.append(("# partition = ?", "sinfo: partitions with GPUs, none SLURM's default: "
                                          + ", ".join(p.name for p in with_gpus)))
@@ -156,6 +162,11 @@ def cmd_site(args: argparse.Namespace, command: list[str]) -> int:
     from hpcjax.hosts import this_machine
     from hpcjax.job import profiles
 
+    from hpcjax.cli import acceptance
+
+    acceptance.refuse_mixed(args)
+    if args.check:
+        return acceptance.run(args, lambda text: print(f"hpcjax site --check: {text}", file=sys.stderr, flush=True))
     cluster = cluster_from_args(args)
     host = cluster.host() if cluster is not None and cluster.remote else this_machine()
     path = Path(args.profile_file).expanduser() if args.profile_file else profiles.default_path()
@@ -200,4 +211,7 @@ def add_site_verb(sub) -> None:
     site.add_argument("--print", action="store_true", help="print the profile instead of writing it")
     site.add_argument("--json", action="store_true", help="what was read as JSON on stdout")
     add_cluster_options(site, profile_file=True)
+    from hpcjax.cli.acceptance import add_check_options
+
+    add_check_options(site)
     site.set_defaults(run=cmd_site, takes_command=False)

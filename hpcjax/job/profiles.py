@@ -38,7 +38,7 @@ CLUSTER_KEYS = ("host", "remote_dir", "ssh_options", "python", "ship_limit_mb")
 INTS = ("nodes", "gpus_per_node", "gpus_per_process", "cpus_per_task", "requeue", "ship_limit_mb", "spares",
         "avoid_failed_hours")
 POSITIVE = ("ship_limit_mb",)  # the others have their own checks, with their own hints, in the spec
-STRS = ("time", "job_name", "partition", "account", "qos", "constraint", "mem", "output_dir", "runtime",
+STRS = ("time", "job_name", "partition", "account", "qos", "constraint", "gpu_type", "mem", "output_dir", "runtime",
         "image", "template", "host", "remote_dir", "python", "on")
 BOOLS = ("exclusive", "retry_failed", "cleanenv", "bind_hpcjax", "preflight")
 LISTS = ("modules", "binds", "container_flags", "sbatch", "prologue", "epilogue", "ssh_options", "exclude")
@@ -203,7 +203,7 @@ def build_spec(command, values: dict, defaults: dict | None = None):
                    exclude=tuple(v.get("exclude", ())), **simple)
 
 
-SIMPLE = ("time", "job_name", "partition", "account", "qos", "constraint", "cpus_per_task", "mem", "exclusive",
+SIMPLE = ("time", "job_name", "partition", "account", "qos", "constraint", "gpu_type", "cpus_per_task", "mem", "exclusive",
           "output_dir", "requeue", "retry_failed", "template", "preflight", "spares",
           "avoid_failed_hours", "on")
 

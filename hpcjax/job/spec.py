@@ -17,55 +17,18 @@ from hpcjax.errors import SpecError
 from hpcjax.job import extras
 from hpcjax.job.after import check_after
 from hpcjax.job.envvars import check_env_pair, check_timeouts
+from hpcjax.job.walltime import format_walltime, parse_walltime
 from hpcjax.validate import require_int, require_utf8
 
-# SLURM's accepted walltime forms: M, M:S, H:M:S, D-H, D-H:M, D-H:M:S.
-WALLTIME = re.compile(r"(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?")
 MEMORY = re.compile(r"\d+[KMGT]?")
 # Bounds past which a count is a typo: the largest clusters have ~10,000 nodes; sbatch misreads counts past 2**31.
 MAX_NODES, MAX_GPUS_PER_NODE = 65536, 1024
 MAX_JOB_NAME = 255  # bytes: slurmdbd's job_name column is a TINYTEXT
 
-UNLIMITED = "UNLIMITED"  # sbatch's --time=0, UNLIMITED or INFINITE: no limit beyond the partition's
 
 
 def _require_int(name: str, value: object, minimum: int, hint: str) -> None:
     require_int(name, value, minimum, hint, error=SpecError)
-
-
-def parse_walltime(text: str) -> int | None:
-    """SLURM walltime text as seconds (None: no limit); SpecError if SLURM would not accept it."""
-    hint = ("use SLURM's forms: MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS (e.g. 02:00:00), "
-            "or 0 / UNLIMITED for no limit but the partition's")
-    if isinstance(text, str) and (text.strip().upper() in (UNLIMITED, "INFINITE") or text.strip() == "0"):
-        return None
-    match = WALLTIME.fullmatch(text.strip()) if isinstance(text, str) else None
-    if match is None:
-        raise SpecError(f"malformed walltime {text!r}", hint, field="time")
-    days, first, second, third = match.groups()
-    numbers = [int(x) for x in (first, second, third) if x is not None]
-    if days is not None:  # D-H[:M[:S]]
-        hours, minutes, seconds = (numbers + [0, 0])[:3]
-        total = ((int(days) * 24 + hours) * 60 + minutes) * 60 + seconds
-        in_range = hours < 24 and minutes < 60 and seconds < 60
-    elif len(numbers) == 3:  # H:M:S
-        hours, minutes, seconds = numbers
-        total, in_range = (hours * 60 + minutes) * 60 + seconds, minutes < 60 and seconds < 60
-    elif len(numbers) == 2:  # M:S
-        total, in_range = numbers[0] * 60 + numbers[1], numbers[1] < 60
-    else:  # M
-        total, in_range = numbers[0] * 60, True
-    if not in_range or total <= 0:
-        raise SpecError(f"walltime {text!r} is out of range", hint, field="time")
-    return total
-
-
-def format_walltime(seconds: int | None) -> str:
-    if seconds is None:
-        return UNLIMITED
-    days, rest = divmod(seconds, 86400)
-    clock = f"{rest // 3600:02d}:{rest % 3600 // 60:02d}:{rest % 60:02d}"
-    return f"{days}-{clock}" if days else clock
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -131,6 +94,10 @@ class Container:
         return self.runtime_rules.image_is_local_file(self.image)
 
 
+# A GRES type as SLURM names one in gres.conf (a100, h100_80gb, rtx-6000): nothing sbatch would split.
+GPU_TYPE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+
+
 @dataclass(frozen=True, kw_only=True)
 class JobSpec:
     """Everything needed to render one sbatch script."""
@@ -144,6 +111,7 @@ class JobSpec:
     account: str | None = None
     qos: str | None = None
     constraint: str | None = None  # SLURM feature expression, e.g. "a100&ib"
+    gpu_type: str | None = None  # a typed GRES's type, e.g. a100: --gpus-per-node=a100:4
     cpus_per_task: int | None = None
     mem: str | None = None  # per node, SLURM units: 64G, 500M, 0 = all of it
     exclusive: bool = False
@@ -196,6 +164,10 @@ class JobSpec:
                 _require_text(name, getattr(self, name), spaces=False)
         if self.constraint is not None:
             _require_text("constraint", self.constraint)
+        if self.gpu_type is not None and not GPU_TYPE.fullmatch(str(self.gpu_type)):
+            raise SpecError(f"gpu_type {self.gpu_type!r} is not a GPU type name (letters, digits, '_', '-', '.')",
+                            "the type as the site's GRES names it, e.g. --gpu-type a100 (`sinfo -o '%P %G'` lists "
+                            "them; `hpcjax site` writes it into a profile)", field="gpu_type")
         if self.cpus_per_task is not None:
             _require_int("cpus_per_task", self.cpus_per_task, 1, "e.g. --cpus-per-task 8")
         if self.mem is not None and not (isinstance(self.mem, str) and MEMORY.fullmatch(self.mem)):

@@ -27,6 +27,7 @@ class Hold:
     layout: contract.Layout
     record_key: str
     cluster: dict | None  # the record's cluster (None: this machine's SLURM)
+    gpu_type: str | None = None  # its GPUs' type, where it asked for typed ones (--gpu-type)
 
     @property
     def spool(self) -> str:
@@ -58,7 +59,7 @@ def holds(cluster=None) -> list[Hold]:
         if record.get("hold_name"):
             found.append(Hold(record["hold_name"], str(record.get("job_id") or key.split("@")[0]),
                               record.get("output_dir", ""), contract.Layout.from_dict(record.get("layout") or {}),
-                              key, record.get("cluster")))
+                              key, record.get("cluster"), (record.get("options") or {}).get("gpu_type")))
     return found
 
 

@@ -131,9 +131,20 @@ def the_hold(sub) -> holds.Hold:
     return holds.find(sub.spec.on, sub.cluster)
 
 
+def spec_in(hold: holds.Hold, spec):
+    """The job as it runs in the hold: its steps ask for the hold's type of GPU (SLURM refuses an untyped
+    step in a typed allocation)."""
+    return dataclasses.replace(spec, gpu_type=hold.gpu_type)
+
+
 def check(sub) -> None:
     """A job for a hold: the hold is known here, up (or about to be), and holds the job's layout."""
     hold = the_hold(sub)
+    if sub.spec.gpu_type and sub.spec.gpu_type != hold.gpu_type:
+        raise UsageError(f"--gpu-type {sub.spec.gpu_type}: hold {hold.name} has "
+                         + (f"{hold.gpu_type} GPUs" if hold.gpu_type else "untyped GPUs"),
+                         "a job in a hold runs on the hold's GPUs: leave --gpu-type out, or hold GPUs of that type "
+                         f"(hpcjax hold --name NAME --gpu-type {sub.spec.gpu_type} ...)")
     too_big = hold.fits(sub.spec.layout)
     if too_big:
         raise UsageError(f"{too_big}: the job does not fit in it",
@@ -161,7 +172,8 @@ def queue(sub) -> tuple[InHoldRun, dict]:
     from hpcjax.slurm.script import render_sbatch
 
     hold = the_hold(sub)
-    job_id, ahead = holds.queue(sub.cluster.host(), hold, render_sbatch(sub.spec), sub.workdir, sub.log_dir)
+    job_id, ahead = holds.queue(sub.cluster.host(), hold, render_sbatch(spec_in(hold, sub.spec)), sub.workdir,
+                                sub.log_dir)
     run = InHoldRun(job_id, sub.log_dir, sub.spec.layout.num_processes, sub.cluster, hold.name, hold.spool)
     waits = f"; it starts after {', '.join(ahead)}" if ahead else ""
     say(f"queued job {job_id} in hold {hold.name} (SLURM job {hold.job_id}, {sub.spec.layout.described}){waits}; "

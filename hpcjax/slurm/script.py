@@ -189,6 +189,10 @@ def _render(template, spec: JobSpec, hold: bool = False) -> str:
         exit_hook="" if spec.container.in_container else binds.exit_hook_dir(spec),
         exit_guard_env=timeouts.EXIT_GUARD_ENV, in_hold_options=in_hold_options(spec),
         signal_statuses=sorted((words, 128 + number) for words, number in signal_words().items()),
+        # A typed GRES's job must ask srun for typed GPUs too: SLURM 22.05 refused a step's untyped
+        # --gpus-per-task in an a100-typed job ("Invalid GRES specification (with and without type
+        # identification)", seen on the dev cluster's a100 partition).
+        gpus=f"{spec.gpu_type}:" if spec.gpu_type else "",
         version=__version__,
     )
 

@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
 # Write slurm.conf, gres.conf and slurmdbd.conf into $1 from NODES GPUS CPUS HOST DIR PORT_BASE.
+# Beside the NODES of the default partition "gpu" (untyped gpu:GPUS), one more node, "the typed node",
+# is the partition "a100" alone: 2 GPUs typed a100 and a time limit of an hour, as a site's second
+# partition would be (--gpu-type, a partition's limits and `hpcjax site`'s reading of them run for real).
 set -euo pipefail
 out=$1
 last_port=$((PORT_BASE + 100 + NODES - 1))
+typed=node$((NODES + 1))
 cat >"$out/slurm.conf" <<CONF
 # Written by hpcjax slurm/devcluster/up.sh; regenerated on every start.
 ClusterName=hpcjaxdev
@@ -44,7 +48,9 @@ MinJobAge=300
 KillWait=30
 InactiveLimit=0
 NodeName=node[1-$NODES] NodeHostname=$HOST NodeAddr=127.0.0.1 Port=[$((PORT_BASE + 100))-$last_port] CPUs=$CPUS RealMemory=16000 Gres=gpu:$GPUS Features=a100 State=UNKNOWN
+NodeName=$typed NodeHostname=$HOST NodeAddr=127.0.0.1 Port=$((last_port + 1)) CPUs=4 RealMemory=8000 Gres=gpu:a100:2 State=UNKNOWN
 PartitionName=gpu Nodes=node[1-$NODES] Default=YES MaxTime=INFINITE State=UP
+PartitionName=a100 Nodes=$typed MaxTime=01:00:00 State=UP
 CONF
 {
   echo "# Written by hpcjax slurm/devcluster/up.sh: GPUs emulated by character devices."
@@ -52,6 +58,7 @@ CONF
   for node in $(seq 1 "$NODES"); do
     echo "NodeName=node$node Name=gpu File=$DIR/dev/node$node/nvidia[0-$((GPUS - 1))]"
   done
+  echo "NodeName=$typed Name=gpu Type=a100 File=$DIR/dev/$typed/nvidia[0-1]"
 } >"$out/gres.conf"
 cat >"$out/slurmdbd.conf" <<CONF
 # Written by hpcjax slurm/devcluster/up.sh.

@@ -6,7 +6,8 @@
 #
 # Settings (environment):
 #   HPCJAX_DEVCLUSTER_DIR      state, logs, configuration (default /var/lib/hpcjax-devcluster)
-#   HPCJAX_DEVCLUSTER_NODES    number of nodes (default 2: node1, node2)
+#   HPCJAX_DEVCLUSTER_NODES    number of nodes of the default partition gpu (default 2: node1, node2);
+#                              one more, the typed node (node3), is the partition a100 (configs.sh)
 #   HPCJAX_DEVCLUSTER_GPUS     emulated GPUs per node (default 4)
 #   HPCJAX_DEVCLUSTER_CPUS     CPUs per node (default 8; may exceed the machine's)
 #
@@ -22,6 +23,8 @@ NODES=${HPCJAX_DEVCLUSTER_NODES:-2}
 GPUS=${HPCJAX_DEVCLUSTER_GPUS:-4}
 CPUS=${HPCJAX_DEVCLUSTER_CPUS:-8}
 PACKAGES=(slurm-wlm slurmdbd munge mariadb-server)
+ALL_NODES=$((NODES + 1))  # and the typed node
+TYPED_GPUS=2
 
 for value in "$NODES" "$GPUS" "$CPUS"; do
   [[ $value =~ ^[1-9][0-9]*$ ]] || die "node, GPU and CPU counts must be positive integers, got '$value'"
@@ -62,9 +65,9 @@ write_configs() {
 
 make_gpu_devices() {
   local node gpu
-  for node in $(seq 1 "$NODES"); do
+  for node in $(seq 1 "$ALL_NODES"); do
     mkdir -p "$DIR/dev/node$node"
-    for gpu in $(seq 0 $((GPUS - 1))); do
+    for gpu in $(seq 0 $(( (node > NODES ? TYPED_GPUS : GPUS) - 1))); do
       # A character device like /dev/nvidiaN; slurmd only needs it to exist.
       [[ -c $DIR/dev/node$node/nvidia$gpu ]] || mknod "$DIR/dev/node$node/nvidia$gpu" c 1 3
     done
@@ -74,7 +77,7 @@ make_gpu_devices() {
 add_hosts() {
   # Node names must resolve: JAX's coordinator address is a node's hostname.
   local names="" node
-  for node in $(seq 1 "$NODES"); do
+  for node in $(seq 1 "$ALL_NODES"); do
     grep -qE "^[^#]*[[:space:]]node$node([[:space:]]|$)" /etc/hosts || names+=" node$node"
   done
   [[ -z $names ]] || echo "127.0.0.1$names # hpcjax-devcluster" >>/etc/hosts
@@ -140,6 +143,17 @@ start_slurmdbd() {
   if ! sacctmgr -n -P list cluster format=cluster | grep -qx "$CLUSTER"; then
     sacctmgr -i add cluster "$CLUSTER" >/dev/null
   fi
+  # A QOS with a GPU limit, and a second account whose association may use it, as a site has them:
+  # hpcjax reads them (site, and the refusal of a job over the limit before sbatch). SLURM does not
+  # enforce them here (no AccountingStorageEnforce: every user may run without an association).
+  if ! sacctmgr -n -P show qos format=name | grep -qx gpu2; then
+    sacctmgr -i add qos gpu2 MaxTRESPerUser=gres/gpu=2 MaxWall=02:00:00 >/dev/null
+  fi
+  if ! sacctmgr -n -P show account format=account | grep -qx physics; then
+    sacctmgr -i add account physics Cluster="$CLUSTER" Description=hpcjax-dev Organization=hpcjax >/dev/null
+    sacctmgr -i add user root Account=physics Cluster="$CLUSTER" >/dev/null
+    sacctmgr -i modify user root where account=physics set QOS=normal,gpu2 >/dev/null
+  fi
 }
 
 start_slurmctld() {
@@ -159,7 +173,7 @@ start_slurmctld() {
 
 start_slurmd() {
   local node
-  for node in $(seq 1 "$NODES"); do
+  for node in $(seq 1 "$ALL_NODES"); do
     running "slurmd.node$node" && continue
     /usr/sbin/slurmd -f "$DIR/etc/slurm.conf" -N "node$node" \
       || fail_with_log "slurmd.node$node"
@@ -185,11 +199,11 @@ wait_until_idle() {
   local deadline=$((SECONDS + 60)) states
   while ((SECONDS < deadline)); do
     states=$(sinfo -h -N -o '%t' 2>/dev/null | sort -u | tr '\n' ' ')
-    [[ $states == "idle " ]] && [[ $(sinfo -h -N -o '%N' | sort -u | wc -l) == "$NODES" ]] && return
+    [[ $states == "idle " ]] && [[ $(sinfo -h -N -o '%N' | sort -u | wc -l) == "$ALL_NODES" ]] && return
     sleep 0.5
   done
   sinfo -N >&2 || true
-  for node in $(seq 1 "$NODES"); do tail_log "$DIR/log/slurmd.node$node.log"; done
+  for node in $(seq 1 "$ALL_NODES"); do tail_log "$DIR/log/slurmd.node$node.log"; done
   tail_log "$DIR/log/slurmctld.log"
   die "nodes did not become idle within 60 s (states: ${states:-none})"
 }
@@ -208,5 +222,5 @@ start_slurmctld
 start_slurmd
 release_slowed_nodes
 wait_until_idle
-log "cluster '$CLUSTER' is up: $NODES nodes x $GPUS GPUs x $CPUS CPUs (SLURM_CONF=$SLURM_CONF)"
+log "cluster '$CLUSTER' is up: $NODES nodes x $GPUS GPUs x $CPUS CPUs, and node$ALL_NODES with $TYPED_GPUS a100 GPUs (SLURM_CONF=$SLURM_CONF)"
 sinfo -N -o '%N %P %t %c %G' >&2

@@ -19,7 +19,8 @@ import pytest
 # hpcjax's own modules each verb may import (container runtimes: the table loads them all).
 COMMON = {"hpcjax", "hpcjax.cli", "hpcjax.cli.options", "hpcjax.contract", "hpcjax.envnames", "hpcjax.errors", "hpcjax.jobid",
           "hpcjax.timeouts", "hpcjax.validate", "hpcjax.shellword", "hpcjax.job", "hpcjax.job.spec",
-          "hpcjax.job.extras", "hpcjax.job.after", "hpcjax.job.envvars", "hpcjax.containers", "hpcjax.containers.binds",
+          "hpcjax.job.extras", "hpcjax.job.after", "hpcjax.job.envvars", "hpcjax.job.walltime", "hpcjax.containers",
+          "hpcjax.containers.binds",
           "hpcjax.containers.table",
           "hpcjax.hosts", "hpcjax.hosts.files", "hpcjax.hosts.here", "hpcjax.hosts.ssh"}
 FOLLOW = {"hpcjax.follow", "hpcjax.follow.hangs", "hpcjax.follow.outcome", "hpcjax.follow.ranklogs",

@@ -1,7 +1,8 @@
 """`hpcjax site`'s readers and the profile it writes, on text in SLURM's formats (scontrol show
 config, sinfo -o, sacctmgr -P, the node probe's KEY=VALUE lines) written here from their man pages:
-typed GPUs, several partitions, accounts with QOS limits, which the dev cluster does not have.
-The verb itself reads the dev cluster in tests/launch/test_site_cluster.py."""
+a GPU type per node configuration, several partitions, accounts with QOS limits (the dev cluster has
+one of each: its a100 partition, account physics, QOS gpu2). The verb itself reads the dev cluster
+in tests/launch/test_site_cluster.py."""
 
 from __future__ import annotations
 
@@ -66,7 +67,7 @@ def test_a_value_is_written_only_where_the_site_leaves_one_choice(tmp_path):
     chosen = profile_text("ibex", profile_lines(ibex(), "gpu", None))
     assert '\npartition = "gpu"  # --partition (12 nodes' in chosen
     assert "# gpus_per_node = ?: sinfo: gpu's nodes differ: 8 x a100:8, 4 x v100:4" in chosen
-    assert "# typed GPUs: a100, v100" in chosen
+    assert "# gpu_type = ?: sinfo: gpu has GPUs of 2 kinds, a100, v100: a job may name one (--gpu-type)" in chosen
     path = tmp_path / "profiles.toml"
     profiles.add_section(path, "ibex", chosen)
     values, _ = profiles.resolve("ibex", path)

@@ -1,12 +1,15 @@
 """`hpcjax site` on the dev cluster (issue 45): here on its login node and from a laptop over SSH
 (the tests' own sshd on 127.0.0.1), one compute node probed in a real step. What this cluster has
-is asserted as it is: SLURM 22.05, one default partition of 2 nodes with 4 untyped GPUs each,
-Charliecloud's ch-run on the nodes, no module command, no nvidia-smi. Typed GPUs, several
-partitions and QOS limits are read from text in SLURM's formats (tests/cli/test_site.py)."""
+is asserted as it is: SLURM 22.05, a default partition of 2 nodes with 4 untyped GPUs each and a
+partition a100 of one node with 2 GPUs typed a100 and an hour's limit, the QOS gpu2 (2 GPUs per user,
+2 hours) of the account physics, Charliecloud's ch-run on the nodes, no module command, no
+nvidia-smi. SLURM does not enforce the QOS here (no AccountingStorageEnforce): its refusal is
+hpcjax's reading of sacctmgr. More shapes of sites are read from text in tests/cli/test_site.py."""
 
 from __future__ import annotations
 
 import json
+import os
 
 from conftest import run_hpcjax
 
@@ -63,3 +66,62 @@ def test_site_reads_the_cluster_from_a_laptop_over_ssh(laptop, ssh_cluster):
                                                             "--profile-file", str(profiles), cwd=laptop).stdout
                                                  )["values"]["host"]
     assert shown["values"]["partition"] == "gpu"
+
+
+def test_a_typed_partition_learnt_by_site_runs_jobs_and_what_it_cannot_run_is_refused_first(
+        tmp_path, slurm_cluster, hpcjax_home):
+    """The a100 partition: `site --partition a100` writes gpu_type; a job, a smoke of both layouts and a
+    hold with its job run there with typed GPUs (an untyped srun step in a typed job was refused by
+    SLURM: "Invalid GRES specification"); a GPU type, a node size, a time or a QOS it cannot have is
+    refused before sbatch, naming what the site has, and nothing is submitted."""
+    profiles = tmp_path / "profiles.toml"
+    learnt = run_hpcjax("site", "--partition", "a100", "--name", "typed", "--no-node", "--profile-file",
+                        str(profiles), cwd=tmp_path)
+    assert learnt.returncode == 0, learnt.stderr
+    assert "partition a100: 1 nodes, 1 x gpu:a100:2, time limit 1:00:00, up" in learnt.stdout
+    text = profiles.read_text()
+    assert '\ngpu_type = "a100"  # sinfo: a100\'s GPUs are typed a100' in text and "\ngpus_per_node = 2" in text
+    assert "# qos gpu2: sacctmgr: limits MaxTRESPU gres/gpu=2, MaxWall 02:00:00" in text
+    typed = ["--profile", "typed", "--profile-file", str(profiles)]
+    done = run_hpcjax("submit", *typed, "--time", "5", "--wait", "--", "bash", "-c", "echo on $SLURMD_NODENAME",
+                      cwd=tmp_path, timeout=300)
+    assert done.returncode == 0, done.stderr
+    job = done.stdout.strip()
+    assert run_hpcjax("logs", job, cwd=tmp_path).stdout == "[rank 0 node3] on node3\n[rank 1 node3] on node3\n"
+    for per_process in ("1", "2"):
+        smoke = run_hpcjax("smoke", *typed, "--time", "5", "--gpus-per-process", per_process, cwd=tmp_path, timeout=300)
+        assert smoke.returncode == 0 and f"{2 // int(per_process)} of {2 // int(per_process)} ranks passed" in \
+            smoke.stdout + smoke.stderr, smoke.stdout + smoke.stderr
+    name = f"t{os.getpid()}"
+    held = run_hpcjax("hold", "--name", name, *typed, "--time", "5", cwd=tmp_path, timeout=300)
+    assert held.returncode == 0, held.stderr
+    try:
+        inside = run_hpcjax("submit", "--on", name, "--wait", "--", "true", cwd=tmp_path, timeout=300)
+        assert inside.returncode == 0, inside.stderr  # an untyped job, its steps typed as the hold's GPUs
+        other = run_hpcjax("submit", "--on", name, "--gpu-type", "h100", "--", "true", cwd=tmp_path)
+        assert other.returncode == 2 and f"hold {name} has a100 GPUs" in other.stderr, other.stderr
+    finally:
+        run_hpcjax("release", name, cwd=tmp_path)
+    marker = f"refused-{os.getpid()}"
+    for argv, said in (
+            (["--gpu-type", "h100"], "partition a100 of this machine has no GPU of that type; it has 1 node(s) of "
+                                     "gpu:a100:2"),
+            (["--gpu-type", "a100", "--partition", "gpu"], "partition gpu of this machine has no GPU of that type"),
+            (["--gpus-per-node", "4"], "partition a100 of this machine has 0 such node(s) (at most 2 a100 GPUs"),
+            (["--time", "2:00:00"], "--time 02:00:00 is over partition a100's limit of 01:00:00"),
+            (["--partition", "a10"], "--partition 'a10': this machine has no such partition; it has gpu (default), "
+                                     "a100"),
+            (["--qos", "gpu2", "--gpus-per-node", "4"], "the job asks for 4 GPUs; QOS gpu2 allows 2 per user"),
+            (["--qos", "gpu2", "--gpus-per-node", "1", "--time", "3:00:00"], "is over QOS gpu2's MaxWall of 02:00:00")):
+        refused = run_hpcjax("submit", *(typed if "--qos" not in argv else []), *argv, "-J", marker, "--", "true",
+                             cwd=tmp_path)
+        assert refused.returncode == 2 and said in refused.stderr and "\n\nhint: " in refused.stderr, refused.stderr
+    assert jobs_named(marker) == ""  # nothing reached SLURM
+
+
+def jobs_named(name: str) -> str:
+    import subprocess
+
+    return subprocess.run(["squeue", "-h", "-t", "all", "-n", name, "-o", "%i"], capture_output=True, text=True).stdout + \
+        subprocess.run(["sacct", "-X", "-n", "-o", "JobID", "--name", name, "-S", "now-1hour"], capture_output=True,
+                       text=True).stdout.strip()

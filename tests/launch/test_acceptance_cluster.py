@@ -1,0 +1,56 @@
+"""`hpcjax site --check` on the dev cluster (issue 45): the acceptance check a user runs once, for
+real: the profile `hpcjax site` wrote, the Charliecloud test image, real smokes of both layouts on 2
+nodes, a preflight, a plain JAX script's exit, logs, stacks (py-spy on the nodes) and cancel. The
+page is loaded by headless Chromium. Then the same with an image that is not there: every check
+that needs it fails with the hint hpcjax gives, and the exit status says so."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+from conftest import run_hpcjax
+from pages.test_report import chromium
+
+
+def test_the_acceptance_check_passes_on_the_dev_cluster_and_its_page_says_so(shared_storage, slurm_cluster,
+                                                                             charliecloud_image, hpcjax_home):
+    profiles = shared_storage / "profiles.toml"
+    learnt = run_hpcjax("site", "--no-node", "--name", "dev", "--profile-file", str(profiles), cwd=shared_storage)
+    assert learnt.returncode == 0, learnt.stderr
+    done = run_hpcjax("site", "--check", "--profile", "dev", "--profile-file", str(profiles), "--image",
+                      charliecloud_image, "--runtime", "charliecloud", "--json", cwd=shared_storage, timeout=1200)
+    assert done.returncode == 0, done.stderr
+    found = json.loads(done.stdout)
+    verdicts = {r["check"]: r["verdict"] for r in found["results"]}
+    assert verdicts == {"smoke, one process per GPU": "passed", "smoke, one process per node": "passed",
+                        "container": "passed", "preflight": "passed", "an unmodified script's exit": "passed",
+                        "logs, stacks, cancel": "passed"}, done.stderr
+    details = {r["check"]: r["detail"] for r in found["results"]}
+    assert details["smoke, one process per GPU"] == "8 of 8 ranks passed"
+    assert details["smoke, one process per node"] == "2 of 2 ranks passed"
+    assert details["preflight"].startswith("2 node(s), 8 device(s), passed in")
+    assert "program's own status 3" in details["an unmodified script's exit"]
+    assert f"charliecloud with {charliecloud_image}" in details["container"]
+    dom = loaded(shared_storage / "hpcjax-check.html")
+    assert 'data-failed="0" data-checks="6"' in dom and "hpcjax works here: 6 of 6 checks passed" in dom
+
+
+def test_an_image_that_is_not_there_fails_each_check_that_needs_it_with_the_hint(shared_storage, slurm_cluster,
+                                                                                 hpcjax_home):
+    done = run_hpcjax("site", "--check", "--gpus-per-node", "2", "--image", str(shared_storage / "no-such-image"),
+                      "--runtime", "charliecloud", "--page", "page.html", cwd=shared_storage, timeout=600)
+    assert done.returncode == 1, done.stderr
+    assert done.stdout.strip() == str((shared_storage / "page.html").resolve())
+    assert "FAILED   smoke, one process per GPU: " in done.stderr and "no-such-image" in done.stderr
+    assert "FAILED   container: a smoke failed" in done.stderr
+    dom = loaded(shared_storage / "page.html")
+    assert 'data-failed="6" data-checks="6"' in dom, done.stderr
+    assert "6 of 6 checks failed: fix them in order, with each hint" in dom
+
+
+def loaded(page) -> str:
+    dom = subprocess.run(chromium() + ["--virtual-time-budget=2000", "--dump-dom", page.as_uri()],
+                         capture_output=True, text=True, timeout=120)
+    assert "<table>" in dom.stdout, dom.stderr[-2000:]
+    return dom.stdout
