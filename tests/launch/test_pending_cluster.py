@@ -1,5 +1,5 @@
 """A job that waits, on the dev cluster with its queue made busy on purpose: one job holds every GPU
-of both nodes; the next one pends, and `hpcjax status` says why in words, with what to change, and
+of the default partition's 2 nodes; the next one pends (its submit said SLURM's estimate, not now), and `hpcjax status` says why in words, with what to change, and
 when SLURM expects it to start once the backfill scheduler has computed it (from squeue's %S, what
 `squeue --start` shows); `hpcjax free` shows no GPU free and SLURM's estimate of a start. Serial:
 the filler holds every GPU, so nothing else could run beside it."""
@@ -30,6 +30,7 @@ def test_a_pending_job_says_why_in_words_and_when_slurm_expects_it_to_start(tmp_
             time.sleep(0.5)
         done = run_hpcjax("submit", "--nodes", "1", "--gpus-per-node", "1", "--time", "1", "--", "true", cwd=tmp_path)
         assert done.returncode == 0, done.stderr
+        assert "SLURM's estimate (sbatch --test-only): it would start at 20" in done.stderr, done.stderr
         waiting = done.stdout.strip()
         # The backfill scheduler computes an expected start within its interval (30 s by default).
         deadline, status = time.monotonic() + 90, {}
@@ -49,16 +50,22 @@ def test_a_pending_job_says_why_in_words_and_when_slurm_expects_it_to_start(tmp_
         print(f"expected start {status['start']} (a figure, not asserted beyond the filler's limit)")
 
         # `hpcjax free` sees the same: no GPU free now, a start for 1 GPU, never for 3 nodes.
-        [row] = json.loads(run_hpcjax("free", "--json", cwd=tmp_path).stdout)
+        rows = {row["partition"]: row for row in json.loads(run_hpcjax("free", "--json", cwd=tmp_path).stdout)}
+        row = rows["gpu"]
         assert (row["partition"], row["kind"], row["nodes"], row["total"], row["free"], row["fitting"]) == \
             ("gpu", "", 2, 8, 0, 0), row
         assert row["start"][:4].isdigit(), row  # a time, from sbatch --test-only
-        [never] = json.loads(run_hpcjax("free", "--nodes", "3", "--json", cwd=tmp_path).stdout)
-        assert never["start"].startswith("never: "), never
+        typed = rows["a100"]  # the other partition, its own node idle: free now
+        assert (typed["kind"], typed["nodes"], typed["total"], typed["free"], typed["fitting"], typed["start"]) == \
+            ("a100", 1, 2, 2, 1, "now"), typed
+        nevers = json.loads(run_hpcjax("free", "--nodes", "3", "--json", cwd=tmp_path).stdout)
+        assert sorted(r["partition"] for r in nevers) == ["a100", "gpu"]
+        assert all(r["start"].startswith("never: ") for r in nevers), nevers
         dry = run_hpcjax("submit", "--dry-run", "--nodes", "1", "--gpus-per-node", "1", "--time", "1", "--", "true",
                          cwd=tmp_path)
         assert "it would start at 20" in dry.stderr, dry.stderr  # not now: every GPU is held
         table = run_hpcjax("free", cwd=tmp_path).stdout
-        assert table.splitlines()[1].split()[:5] == ["gpu", "gpu", "2", "0/8", "0"], table
+        assert [line.split()[:5] for line in table.splitlines()[1:]] == [["a100", "a100", "1", "2/2", "1"],
+                                                                         ["gpu", "gpu", "2", "0/8", "0"]], table
     finally:
         subprocess.run(["scancel", busy] + ([waiting] if waiting else []), capture_output=True)
