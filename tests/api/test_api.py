@@ -32,6 +32,9 @@ def test_a_layout_that_does_not_divide_gets_the_job_specs_own_error():
         hpcjax.remote(time="two hours")(loop_with_config)
     with pytest.raises(SpecError, match="unknown container runtime"):
         hpcjax.ScalingConfig(runtime="docker", image="x.sif")
+    assert hpcjax.ScalingConfig(gpu_type="a100", partition="a100").spec.gpu_type == "a100"  # as --gpu-type
+    with pytest.raises(SpecError, match="is not a GPU type name"):
+        hpcjax.ScalingConfig(gpu_type="a100:4")
 
 
 def test_ray_fields_map_onto_one_layout_or_are_refused():

@@ -66,6 +66,17 @@ def test_one_process_per_node_owns_all_its_gpus():
     assert "exec --nv" not in text  # bare launch
 
 
+def test_a_gpu_type_is_asked_of_sbatch_and_of_every_step():
+    """--gpu-type: the job's GPUs and each srun step's are typed alike (an untyped step in a typed job is
+    refused by SLURM: seen on the dev cluster's a100 partition, tests/launch/test_site_cluster.py)."""
+    typed = render_sbatch(JobSpec(command=("python", "train.py"), gpu_type="a100", preflight=True,
+                                  layout=Layout(nodes=2, gpus_per_node=4, gpus_per_process=2)))
+    assert "#SBATCH --gpus-per-node=a100:4\n" in typed
+    assert typed.count("--gpus-per-task=a100:2") == 2 and "--gpus-per-task=2" not in typed  # preflight, program
+    untyped = render_sbatch(JobSpec(command=("x",), preflight=True))
+    assert "#SBATCH --gpus-per-node=1\n" in untyped and "a100" not in untyped
+
+
 def test_optional_directives_appear_only_when_set():
     bare = render_sbatch(JobSpec(command=("x",)))
     for directive in ("--partition", "--account", "--qos", "--constraint", "--mem", "--exclusive",
