@@ -68,6 +68,18 @@ def is_hold_step(text) -> bool:
             and HOLD_STEP.fullmatch(found.step) is not None)
 
 
+def in_hold(hold_job: str, place) -> str:
+    """The id of the job at `place` (1, 2, ...) in the queue of the hold that is SLURM job `hold_job`."""
+    return f"{hold_job}.s{int(place)}"
+
+
+def place_in_hold(text: str) -> int:
+    """Where a job run inside a hold is in its queue: 2 for 1234.s2 (ValueError for any other id)."""
+    if not is_hold_step(text):
+        raise ValueError(f"{text!r} is not a job in a hold")
+    return int(parse(text).step[1:])
+
+
 def base(text: str) -> str:
     """The job an id belongs to: an array element's array, a step's job."""
     found = parse(text)

@@ -81,3 +81,16 @@ def expand_hostlist(hostlist: str) -> list[str]:
             raise _bad(hostlist, "an empty entry between commas")
         hosts.extend(_expand_pattern(pattern, hostlist))
     return hosts
+
+
+def ranges(numbers: list[int], separator: str = ",") -> str:
+    """Sorted numbers in the range notation SLURM's lists use: [0, 1, 2, 4, 5, 7] -> '0-2,4-5,7'
+    (ranks, task ids, node indices; `separator` ", " for a sentence)."""
+    out, start = [], None
+    for i, n in enumerate(numbers):
+        if start is None:
+            start = n
+        if i + 1 == len(numbers) or numbers[i + 1] != n + 1:
+            out.append(f"{start}-{n}" if n != start else str(n))
+            start = None
+    return separator.join(out)

@@ -43,10 +43,16 @@ export SLURM_CONF=${SLURM_CONF:-${HPCJAX_DEVCLUSTER_DIR:-/var/lib/hpcjax-devclus
 # minute the first time).
 HPCJAX_TEST_IMAGE=$(bash containers/charliecloud-image.sh)
 export HPCJAX_TEST_IMAGE
-# Three workers: the cluster and container tests in three groups (tests/conftest.py), so at
-# most three share the dev cluster; the rest spread over all three; then the few tests that need an
-# idle machine or the whole cluster, alone.
+# The cheap tier first (Python alone, under a minute), so that a failure there shows at once; then
+# three workers: the cluster and container tests in three groups (tests/conftest.py), so at most
+# three share the dev cluster, the JAX tests spread over all three; then the few tests that need an
+# idle machine or the whole cluster, alone. Each run ends with its tiers' test time against
+# tests/budgets.toml. Every part runs, whatever the one before said; the status is the worst.
 status=0
-python3 -m pytest -ra -n 3 --dist loadgroup -m "not serial" "$@" || status=$?
-python3 -m pytest -ra -m serial "$@" || { rc=$?; [ "$rc" -eq 5 ] || status=$rc; }  # 5: none selected
+tier() {
+  python3 -m pytest "$@" || { rc=$?; [ "$rc" -eq 5 ] || status=$rc; }  # 5: none selected (e.g. with -k)
+}
+tier -ra -n 3 -m "pure and not serial" "$@"
+tier -ra -n 3 --dist loadgroup -m "not pure and not serial" "$@"
+tier -ra -m serial "$@"
 exit "$status"

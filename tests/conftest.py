@@ -46,7 +46,7 @@ CLUSTER_GROUPS = {
                   "test_holds_cluster"),  # 90
     "cluster-b": ("test_train_cluster", "test_containers_cluster", "test_train_scale_cluster",  # 205, 178, 121
                   "test_submit_cluster", "test_pipeline_cluster", "test_scalars_cluster",  # 98, 96, 41
-                  "test_preflight_cluster"),
+                  "test_preflight_cluster", "test_acceptance_cluster"),
     "cluster-c": ("test_remote_cluster", "test_api_from_a_laptop",  # 270, 60: mostly waiting on ssh and the queue
                   "test_stacks_cluster", "test_hang_cluster", "test_catalog_cluster", "test_sweeps_cluster",
                   "test_exitguard_cluster", "test_round_four_cluster", "test_site_cluster"),
@@ -92,9 +92,16 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.pure)
 
 
+SPENT: dict[str, float] = {}  # seconds of test time per tier, this session (the controller's count)
+
+
 def pytest_runtest_logreport(report):
-    """HPCJAX_TEST_TIMELINE=FILE: one JSON line per test phase (worker, test, phase, start, stop),
+    """Each test's time is counted to its tier (for the budgets: pytest_terminal_summary).
+    HPCJAX_TEST_TIMELINE=FILE: one JSON line per test phase (worker, test, phase, start, stop),
     to see which worker ran what when (how the groups below balance)."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        tier = next((t for t in TIERS[1:] if t in report.keywords), "pure")
+        SPENT[tier] = SPENT.get(tier, 0.0) + report.duration
     timeline = os.environ.get("HPCJAX_TEST_TIMELINE")
     if timeline and not os.environ.get("PYTEST_XDIST_WORKER"):  # written once, by the controller
         import json
@@ -104,6 +111,23 @@ def pytest_runtest_logreport(report):
         with open(timeline, "a") as out:
             out.write(json.dumps({"worker": worker, "test": report.nodeid,
                                   "phase": report.when, "start": report.start, "stop": report.stop}) + "\n")
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Each tier's test time against its budget (tests/budgets.toml): the suite's cost is watched as
+    features come, run by run. A figure over its budget is said here, loudly; it fails nothing (a
+    slower machine is no bug: the budget is raised, or the tests made cheaper, by a person)."""
+    import tomllib
+
+    if not SPENT:
+        return
+    budgets = tomllib.loads((TESTS / "budgets.toml").read_text())["seconds"]
+    terminalreporter.section("test time by tier (tests/budgets.toml)")
+    for tier in TIERS:
+        if tier in SPENT:
+            over = SPENT[tier] > budgets[tier]
+            terminalreporter.write_line(f"{tier:10} {SPENT[tier]:7.0f} s of test time, budget {budgets[tier]} s"
+                                        + ("   OVER BUDGET" if over else ""), red=over, green=not over)
 
 
 def cluster_group(stem: str) -> str:

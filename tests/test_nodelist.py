@@ -3,7 +3,7 @@ import subprocess
 
 import pytest
 
-from hpcjax.nodelist import HostlistError, expand_hostlist
+from hpcjax.nodelist import HostlistError, expand_hostlist, ranges
 
 CASES = [
     ("node1", ["node1"]),
@@ -41,3 +41,10 @@ def test_malformed(bad):
     with pytest.raises(HostlistError) as err:
         expand_hostlist(bad)
     assert "hint" not in err.value.message and err.value.hint
+
+
+@pytest.mark.parametrize("numbers, text", [([0, 1, 2, 4, 5, 7], "0-2,4-5,7"), ([3], "3"), ([0, 2], "0,2"), ([], "")])
+def test_numbers_in_slurms_range_notation(numbers, text):
+    """One writer of ranges, for the login side's reports and the rank side's rendezvous alike."""
+    assert ranges(numbers) == text
+    assert ranges(numbers, ", ") == text.replace(",", ", ")

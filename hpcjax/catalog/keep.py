@@ -63,7 +63,7 @@ def update(key: str, **changes) -> None:
 def _catalog(key: str, fields: dict) -> None:
     try:
         with closing(db.connect()) as conn:
-            db.save(conn, key, **db.from_record({"job_id": key.split("@")[0], **fields}, time.time()))
+            db.save(conn, key, **db.from_record({"job_id": records.job_id_of(key), **fields}, time.time()))
             if fields.get("started"):
                 db.save_attempts(conn, key, [{"attempt": 1, "start": fields["started"], "end": fields.get("ended"),
                                               "state": fields.get("state"), "nodelist": fields.get("nodelist"),

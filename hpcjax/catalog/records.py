@@ -36,6 +36,11 @@ def key(job_id: str, destination: str | None = None) -> str:
     return f"{job_id}@{re.sub(r'[^A-Za-z0-9_.-]', '_', destination)}"
 
 
+def job_id_of(record_key: str) -> str:
+    """The job id a record's name holds (key's inverse, less the destination)."""
+    return record_key.split("@", 1)[0]
+
+
 def remote_keys(job_id: str) -> list[str]:
     """The records of this job id on clusters reached over SSH."""
     return sorted(p.stem for p in records_dir().glob(f"{job_id}@*.json"))
@@ -108,7 +113,7 @@ def save(job_id: str, record: dict) -> None:
     directory.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{job_id}.")
     with os.fdopen(fd, "w") as handle:
-        json.dump({"job_id": job_id.split("@")[0], **record}, handle)
+        json.dump({"job_id": job_id_of(job_id), **record}, handle)
     os.replace(tmp, _path(job_id))
 
 

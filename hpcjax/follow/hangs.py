@@ -17,6 +17,7 @@ from pathlib import Path
 
 from hpcjax import contract
 from hpcjax.follow import stacks
+from hpcjax.nodelist import ranges
 
 
 @dataclass(frozen=True)
@@ -36,7 +37,7 @@ class Hang:
     def stacks_text(self, job_id: str) -> str:
         text = stacks.report(job_id, list(self.entries), None)
         if self.silent:
-            text += (f"\nranks {stacks.ranges(list(self.silent))} left no stacks (ended before the others "
+            text += (f"\nranks {ranges(list(self.silent))} left no stacks (ended before the others "
                      "had written theirs, or stuck in native code holding Python's lock)\n")
         return text
 
@@ -64,7 +65,7 @@ def judge(entries: list[dict], ranks: int, marker: dict) -> Hang:
         top = max(steps.values())
         held_by = tuple(sorted(r for r, s in steps.items() if s < top))
         behind = ", ".join(f"rank {r} at step {steps[r]}" for r in held_by)
-        why = (f"did not reach step {top}, which rank(s) {stacks.ranges(sorted(r for r in steps if steps[r] == top))} "
+        why = (f"did not reach step {top}, which rank(s) {ranges(sorted(r for r in steps if steps[r] == top))} "
                f"reached ({behind})")
     elif len(found) > 1 and (len(found[0][0]) < len(found[-1][0]) or _outside_jax(found)):
         odd = _outside_jax(found) if len(found[0][0]) == len(found[-1][0]) else [found[0]]

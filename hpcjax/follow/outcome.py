@@ -16,9 +16,9 @@ from pathlib import Path
 from hpcjax.contract import ATTEMPT_LINE, PREFLIGHT_KEY
 from hpcjax.statuses import shell_status, status_of
 from hpcjax.errors import JobFailed
+from hpcjax.nodelist import ranges
 from hpcjax.follow import hangs
 from hpcjax.follow.ranklogs import LOCAL, RankLogs, tail_lines, triaged
-from hpcjax.follow.stacks import ranges
 from hpcjax.follow.triage import HANG_HINT, Finding, silent_ranks, triage
 
 LOG_TAIL_LINES = 20

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from hpcjax import jsonlines
 from hpcjax.errors import HpcjaxError
+from hpcjax.nodelist import ranges
 
 PACKAGE_PARENT = str(Path(__file__).resolve().parent.parent.parent)  # what puts hpcjax on a node's path
 
@@ -67,18 +68,6 @@ def groups(entries: list[dict], all_threads: bool = False) -> list[tuple[list[in
         if "threads" in entry:
             found.setdefault(signature(entry, all_threads), []).append(entry["rank"])
     return sorted(((sorted(ranks), sig) for sig, ranks in found.items()), key=lambda g: (len(g[0]), g[0]))
-
-
-def ranges(numbers: list[int]) -> str:
-    """[0, 1, 2, 4, 5, 7] -> '0-2,4-5,7'."""
-    out, start = [], None
-    for i, n in enumerate(numbers):
-        if start is None:
-            start = n
-        if i + 1 == len(numbers) or numbers[i + 1] != n + 1:
-            out.append(f"{start}-{n}" if n != start else str(n))
-            start = None
-    return ",".join(out)
 
 
 def summary(frames: tuple) -> str:

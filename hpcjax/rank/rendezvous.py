@@ -17,6 +17,7 @@ import time
 from contextlib import contextmanager
 
 from hpcjax.errors import HpcjaxError
+from hpcjax.nodelist import ranges
 
 GO = b"go\n"
 ABORT = b"no "  # followed by process 0's reason and a newline
@@ -56,8 +57,8 @@ def gather(port: int, num_processes: int, timeout_s: float) -> list[socket.socke
             if remaining <= 0:
                 missing = sorted(set(range(1, num_processes)) - set(arrived))
                 error = RendezvousError(
-                    f"process(es) {_ranges(missing)} of {num_processes} did not arrive within {timeout_s:g} s "
-                    f"(arrived: 0{', ' + _ranges(sorted(arrived)) if arrived else ''})",
+                    f"process(es) {ranges(missing, ', ')} of {num_processes} did not arrive within {timeout_s:g} s "
+                    f"(arrived: 0{', ' + ranges(sorted(arrived), ', ') if arrived else ''})",
                     "look at the missing ranks' logs (`hpcjax logs JOBID --rank R`); if they start "
                     "slowly, raise HPCJAX_INIT_TIMEOUT")
                 release(list(arrived.values()), abort_word(error.message))  # they fail with the same words
@@ -219,15 +220,3 @@ def roll_call(host: str, port: int, process_id: int, num_processes: int, timeout
             release(conns, NO_COORDINATOR)
         raise
     releaser.join(timeout_s)
-
-
-def _ranges(ranks: list[int]) -> str:
-    """[0, 1, 2, 5] -> '0-2, 5'."""
-    parts, start = [], None
-    for i, rank in enumerate(ranks):
-        if start is None:
-            start = rank
-        if i + 1 == len(ranks) or ranks[i + 1] != rank + 1:
-            parts.append(str(start) if start == rank else f"{start}-{rank}")
-            start = None
-    return ", ".join(parts)

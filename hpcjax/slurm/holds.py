@@ -11,7 +11,7 @@ from __future__ import annotations
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from hpcjax import contract
+from hpcjax import contract, jobid
 from hpcjax.catalog import db, records
 from hpcjax.errors import UsageError
 
@@ -57,7 +57,7 @@ def holds(cluster=None) -> list[Hold]:
     for key in keys:
         record = records.load(key) or {}
         if record.get("hold_name"):
-            found.append(Hold(record["hold_name"], str(record.get("job_id") or key.split("@")[0]),
+            found.append(Hold(record["hold_name"], str(record.get("job_id") or records.job_id_of(key)),
                               record.get("output_dir", ""), contract.Layout.from_dict(record.get("layout") or {}),
                               key, record.get("cluster"), (record.get("options") or {}).get("gpu_type")))
     return found
@@ -142,11 +142,11 @@ def queue(host, hold: Hold, script: str, workdir: str, log_dir: str) -> tuple[st
         raise UsageError(f"could not queue the job in hold {hold.name} (job {hold.job_id}): "
                          f"{(done.stderr or done.stdout).strip()[-300:]}",
                          f"the hold's queue is {hold.spool}: it must be writable from here and from the hold's nodes")
-    return f"{hold.job_id}.s{lines[0]}", (lines[1].split() if len(lines) > 1 else [])
+    return jobid.in_hold(hold.job_id, lines[0]), (lines[1].split() if len(lines) > 1 else [])
 
 
 def file_stem(job_key: str) -> str:
-    return str(int(job_key.rsplit(".s", 1)[1])).zfill(DIGITS)
+    return str(jobid.place_in_hold(job_key)).zfill(DIGITS)
 
 
 STATE = r'''cd "$1" 2>/dev/null || exit 0
@@ -192,5 +192,5 @@ exit 0
 def queue_summary(host, hold: Hold) -> tuple[str, int]:
     """(the job running in the hold, or "", how many wait behind it)."""
     lines = host.run(["bash", "-c", SUMMARY, "bash", hold.spool]).stdout.split("\n")
-    running = next((f"{hold.job_id}.s{line.split()[1]}" for line in lines if line.startswith("running ")), "")
+    running = next((jobid.in_hold(hold.job_id, line.split()[1]) for line in lines if line.startswith("running ")), "")
     return running, sum(1 for line in lines if line == "queued")

@@ -34,7 +34,7 @@ from hpcjax.train.warm import compiled_program
 from hpcjax.contract import node_name
 
 
-def say(text: str) -> None:
+def say_on_process_0(text: str) -> None:
     if jax.process_index() == 0:
         print(text, file=sys.stderr, flush=True)
 
@@ -78,7 +78,7 @@ def train(cfg: TrainConfig) -> dict:
             state, metrics = step_fn(state, batch, lr)
             if step == start:
                 clock.ran(metrics)
-                say(clock.describe())
+                say_on_process_0(clock.describe())
                 writer.write_event({"step": start, "time_to_first_step": clock.as_dict()})
             for stage in reversed(stages):
                 stage.after_step(step, lr, metrics)
@@ -108,7 +108,7 @@ def start_process(cfg: TrainConfig) -> None:
         compile_cache.disable()  # off wins a cache the job's environment names
     if cfg.profile_server:
         jax.profiler.start_server(cfg.profile_server)
-        say(f"profiler server on port {cfg.profile_server} of every process (capture from TensorBoard)")
+        say_on_process_0(f"profiler server on port {cfg.profile_server} of every process (capture from TensorBoard)")
 
 
 def resume(checkpoints: Checkpoints, state, latest: int | None) -> tuple[dict, int, bool]:
@@ -116,16 +116,16 @@ def resume(checkpoints: Checkpoints, state, latest: int | None) -> tuple[dict, i
     if latest is None:
         return state, 0, False
     state, start = checkpoints.restore(latest, state)
-    say(f"resumed from the checkpoint of step {latest} in {checkpoints.directory}")
+    say_on_process_0(f"resumed from the checkpoint of step {latest} in {checkpoints.directory}")
     return state, start, True
 
 
 def announce(cfg: TrainConfig, program: StepProgram, start: int, corpus_bytes: int) -> None:
-    say(f"training {cfg.strategy} on mesh {describe_mesh(program.mesh, node_of)} ({jax.device_count()} devices, "
+    say_on_process_0(f"training {cfg.strategy} on mesh {describe_mesh(program.mesh, node_of)} ({jax.device_count()} devices, "
         f"{jax.process_count()} processes): steps {start}..{cfg.steps}, corpus {corpus_bytes} bytes")
     if program.pipelined:
         stages = program.mesh.shape["stage"]
-        say(f"pipeline: {cfg.model.layers // stages} layer(s) on each of {stages} stages, {cfg.microbatches} "
+        say_on_process_0(f"pipeline: {cfg.model.layers // stages} layer(s) on each of {stages} stages, {cfg.microbatches} "
             f"micro-batches per step (GPipe): bubble {bubble_fraction(stages, cfg.microbatches):.1%} of the schedule")
 
 
@@ -178,7 +178,7 @@ class StepEnd:
         self.writer.restart_clock()
         if self.stopped_early:
             self.stop.leave_marker(done)
-            say(f"stopping after step {done} " + ("(checkpoint saved); run again to resume" if saved
+            say_on_process_0(f"stopping after step {done} " + ("(checkpoint saved); run again to resume" if saved
                                                   else "without a checkpoint (--checkpoint-every 0)"))
         return self.stopped_early
 
@@ -197,9 +197,9 @@ def summarize(cfg, history, start, val_loss, stopped_early, run_dir) -> dict:
     }
     validation = f"validation {val_loss:.4f}" if val_loss is not None else "no validation (stopped early)"
     if not history:  # a relaunch of a finished run: resumed at its last step
-        say(f"nothing to train: the run is at step {start} of {cfg.steps} already ({run_dir}); {validation}; "
+        say_on_process_0(f"nothing to train: the run is at step {start} of {cfg.steps} already ({run_dir}); {validation}; "
             "raise --steps to train on, or give a new --run-dir to start over")
     elif val_loss is not None:
-        say(f"done: first loss {summary['first_loss']:.4f}, last {summary['last_loss']:.4f}, "
+        say_on_process_0(f"done: first loss {summary['first_loss']:.4f}, last {summary['last_loss']:.4f}, "
             f"{validation}; {summary['tokens_per_s'] / 1000:.1f}k tokens/s")
     return summary

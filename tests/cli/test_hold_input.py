@@ -18,6 +18,11 @@ from support import cli
 def test_a_job_in_a_hold_is_named_by_the_holds_id_and_its_place(text, step):
     assert jobid.is_hold_step(text) is step
     assert jobid.is_element(text) is (step or text == "1234")
+    if step:  # its place, read back as it was written
+        assert jobid.in_hold("1234", jobid.place_in_hold(text)) == text
+    else:
+        with pytest.raises(ValueError):
+            jobid.place_in_hold(text)
 
 
 @pytest.mark.parametrize("field, value", [("requeue", 1), ("array", 2), ("after", (("12", "ok"),))])

@@ -53,11 +53,6 @@ def test_ranks_with_the_same_stack_are_one_group_and_the_odd_one_comes_first():
     assert len(stacks.groups(entries, all_threads=True)) == 8
 
 
-@pytest.mark.parametrize("numbers, text", [([0, 1, 2, 4, 5, 7], "0-2,4-5,7"), ([3], "3"), ([0, 2], "0,2")])
-def test_rank_ranges(numbers, text):
-    assert stacks.ranges(numbers) == text
-
-
 def start_ranks(tmp_path, count, odd, env_of):
     (tmp_path / "p.py").write_text(PROGRAM)
     release = tmp_path / "release"
