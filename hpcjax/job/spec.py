@@ -12,13 +12,12 @@ from pathlib import Path
 
 from hpcjax import contract, envnames
 from hpcjax.containers import table as runtime_table
-from hpcjax.containers.table import require_text as _require_text
 from hpcjax.errors import SpecError
 from hpcjax.job import extras
 from hpcjax.job.after import check_after
 from hpcjax.job.envvars import check_env_pair, check_timeouts
 from hpcjax.job.walltime import format_walltime, parse_walltime
-from hpcjax.validate import require_int, require_utf8
+from hpcjax.validate import require_int, require_text, require_utf8
 
 MEMORY = re.compile(r"\d+[KMGT]?")
 # Bounds past which a count is a typo: the largest clusters have ~10,000 nodes; sbatch misreads counts past 2**31.
@@ -29,6 +28,10 @@ MAX_JOB_NAME = 255  # bytes: slurmdbd's job_name column is a TINYTEXT
 
 def _require_int(name: str, value: object, minimum: int, hint: str) -> None:
     require_int(name, value, minimum, hint, error=SpecError)
+
+
+def _require_text(name: str, value: object, *, spaces: bool = True) -> None:
+    require_text(name, value, spaces=spaces, error=SpecError)
 
 
 @dataclass(frozen=True, kw_only=True)
