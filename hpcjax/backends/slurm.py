@@ -37,6 +37,8 @@ class SlurmBackend(Backend):
         return "no SLURM on this machine (no `sbatch`)"
 
     def wants(self, sub) -> dict:
+        if not sub.cluster.remote:  # before any question: SLURM's commands retry an unreadable conf for 60 s
+            controller.check_conf()
         image, sources = binds.paths_to_check(sub.spec)
         there = [path for path, on_cluster in sub.data if on_cluster]
         asks = {}

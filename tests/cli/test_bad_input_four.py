@@ -11,6 +11,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -291,4 +292,7 @@ def test_a_slurm_conf_that_names_no_file_is_said_at_once(empty, monkeypatch, arg
         pytest.skip("no SLURM here: submit would refuse for that first")
     monkeypatch.setenv("SLURM_CONF", str(empty / "no-such-slurm.conf"))
     monkeypatch.delenv("HPCJAX_BACKEND")
+    started = time.monotonic()
     refused(empty, argv, "names no file this user can read")
+    # before any SLURM command: each retries such a file for 60 s (the check step's sinfo did, once)
+    assert time.monotonic() - started < 30
