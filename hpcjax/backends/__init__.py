@@ -167,7 +167,7 @@ def attach(job_id: str, cluster=None):
 
     job_id = jobid.check(job_id)
     if cluster is not None and cluster.remote:
-        record = records.load(records.key(job_id, cluster.destination)) or load_record_there(cluster, job_id)
+        record = records.load(records.key(job_id, cluster.destination)) or records.load_there(cluster, job_id)
         return (of_record(record) if record else choose(AUTO, cluster=cluster)).attach(job_id, record, cluster)
     record = records.load(job_id)
     if record is None and cluster is None:
@@ -205,22 +205,3 @@ def attach_one(job_id: str, cluster=None, verb: str = "status"):
         raise UsageError(f"job {job_id} is a sweep of {len(ids)} elements ({shown}); `hpcjax {verb}` takes one",
                          f"name the element: hpcjax {verb} {ids[0]} (`hpcjax status {job_id}` shows them all)")
     return runs[0]
-
-
-RECORDS_THERE = "records"  # <remote_dir>/records/<job>.json: a job's record on the cluster itself
-
-
-def save_record_there(cluster, job_id: str, record: dict) -> None:
-    """A job's record on the cluster: another laptop (or this one after a wipe) finds it there."""
-    import json
-
-    cluster.host().files.write_text(f"{cluster.home()}/{RECORDS_THERE}/{job_id}.json", json.dumps(record))
-
-
-def load_record_there(cluster, job_id: str) -> dict | None:
-    """A job's record on the cluster (shape checked; it names where the job's files are, never how
-    to reach the cluster: that is the Cluster the user named)."""
-    from hpcjax.catalog import records
-
-    path = f"{cluster.home()}/{RECORDS_THERE}/{job_id}.json"
-    return records.parse(cluster.host().files.read_text(path) or "", job_id, f"{cluster.name}:{path}")

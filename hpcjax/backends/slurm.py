@@ -8,7 +8,7 @@ import shutil
 import subprocess
 import sys
 
-from hpcjax.backends import Backend, register, save_record_there
+from hpcjax.backends import Backend, register
 from hpcjax.catalog import db, keep, records
 from hpcjax.containers import binds
 from hpcjax.contract import FINISHED_STATES
@@ -218,7 +218,7 @@ class SlurmBackend(Backend):
     def _record(sub, run, fields: dict) -> None:
         run.run_dir = fields.get("run_dir")
         if sub.cluster.remote:
-            save_record_there(sub.cluster, run.job_id, fields)
+            records.save_there(sub.cluster, run.job_id, fields)
         keep.record(records.key(run.job_id, sub.cluster.destination), fields)
 
     def attach(self, job_id: str, record: dict | None, cluster) -> SlurmRun:

@@ -160,3 +160,18 @@ def new_local_id(start: int) -> str:
             return str(candidate)
         except FileExistsError:
             candidate += 1
+
+
+RECORDS_THERE = "records"  # <remote_dir>/records/<job>.json: a job's record on the cluster itself
+
+
+def save_there(cluster, job_id: str, record: dict) -> None:
+    """A job's record on the cluster: another laptop (or this one after a wipe) finds it there."""
+    cluster.host().files.write_text(f"{cluster.home()}/{RECORDS_THERE}/{job_id}.json", json.dumps(record))
+
+
+def load_there(cluster, job_id: str) -> dict | None:
+    """A job's record on the cluster (shape checked; it names where the job's files are, never how
+    to reach the cluster: that is the Cluster the user named)."""
+    path = f"{cluster.home()}/{RECORDS_THERE}/{job_id}.json"
+    return parse(cluster.host().files.read_text(path) or "", job_id, f"{cluster.name}:{path}")

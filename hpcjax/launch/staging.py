@@ -20,7 +20,7 @@ import shlex
 from pathlib import Path, PurePosixPath
 
 from hpcjax import __version__
-from hpcjax.backends import RECORDS_THERE
+from hpcjax.catalog.records import RECORDS_THERE
 from hpcjax.containers import binds
 from hpcjax.errors import HpcjaxError
 from hpcjax.follow.run import say

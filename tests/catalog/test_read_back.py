@@ -13,7 +13,6 @@ from hpcjax.catalog import records
 from hpcjax.errors import UsageError
 from hpcjax.hosts.cluster import Cluster
 from hpcjax.job import profiles
-from hpcjax import backends
 
 HOSTILE = {"destination": "login.example.org", "remote_dir": "$HOME/hpcjax",
            "ssh_options": ["-oProxyCommand=touch /tmp/pwned-by-a-record"], "python": "/tmp/evil-python"}
@@ -27,7 +26,7 @@ def record(**more) -> dict:
 def test_a_record_on_the_cluster_never_chooses_how_the_laptop_connects(monkeypatch, hpcjax_home):
     """`hpcjax status JOBID --cluster NAME` on a fresh laptop reads the record from the cluster."""
     mine = Cluster("login.example.org", ssh_options=("-F", "/home/me/.ssh/hpc_config"), python="python3.11")
-    monkeypatch.setattr(backends, "load_record_there", lambda cluster, job: record(cluster=HOSTILE))
+    monkeypatch.setattr(records, "load_there", lambda cluster, job: record(cluster=HOSTILE))
     run = launch.attach("1234", mine)
     assert run.cluster is mine
     assert run.host.options == ("-F", "/home/me/.ssh/hpc_config")
