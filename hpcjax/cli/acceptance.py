@@ -82,11 +82,12 @@ def run(args, say) -> int:
                               "give the image your jobs use: hpcjax site --check --image IMAGE [--runtime R], or a "
                               "profile with image and runtime"))
     say("preflight: submitting")
-    results.append(preflight_result(hpcjax("submit", *common, "--preflight", "--wait", "--", "true")))
+    results.append(preflight_result(hpcjax("submit", *common, "--preflight", "--wait", "--", "true"),
+                                    where_options(args)))
     say("an unmodified script's exit: submitting")
     results.append(exit_result(hpcjax("submit", *common, "--wait", "--", "python3", str(work / "exit_probe.py"))))
     say("logs, stacks, cancel: submitting")
-    results.append(logs_stacks_cancel(common, say))
+    results.append(logs_stacks_cancel(common, where_options(args), say))
     page.write_text(page_html(results, " ".join(sys.argv[1:])))
     for result in results:
         say(f"{result.verdict.upper():8} {result.check}: {result.detail}" + (f"\n  hint: {result.hint}"
@@ -96,6 +97,12 @@ def run(args, say) -> int:
     else:
         print(page.resolve())
     return 1 if any(r.verdict == "failed" for r in results) else 0
+
+
+def where_options(args) -> list[str]:
+    """What finds the cluster again (for status, logs, stacks and cancel of a check's job)."""
+    return [word for flag, value in (("--cluster", args.cluster), ("--profile-file", args.profile_file))
+            if value is not None for word in (flag, value)]
 
 
 def job_options(args) -> list[str]:
@@ -154,12 +161,12 @@ def verdict_of(name: str, ran) -> Result:
     return Result(name, "failed", shown(words), error, hint or f"run it alone to see all it says: {shown(words)}")
 
 
-def preflight_result(ran) -> Result:
+def preflight_result(ran, where: list[str]) -> Result:
     """The preflight's verdict as `status` says it (nodes, devices, the slowest node against the median)."""
     found = verdict_of("preflight", ran)
     job = ran[1].stdout.strip()
     if found.verdict == "passed" and job:
-        text = hpcjax("status", job, timeout=120)[1].stdout
+        text = hpcjax("status", job, *where, timeout=120)[1].stdout
         found.detail = next((part.strip().removeprefix("preflight: ") for line in text.splitlines() for part in line.split(";")
                              if part.strip().startswith("preflight:")), f"job {job} completed")
     return found
@@ -176,7 +183,7 @@ def exit_result(ran) -> Result:
                   hint or "see the job's report: hpcjax status JOBID")
 
 
-def logs_stacks_cancel(common: list[str], say) -> Result:
+def logs_stacks_cancel(common: list[str], where: list[str], say) -> Result:
     name = "logs, stacks, cancel"
     words, done = hpcjax("submit", *common, "--", "python3", "-c", WORKS)
     job = done.stdout.strip()
@@ -185,28 +192,29 @@ def logs_stacks_cancel(common: list[str], say) -> Result:
         return Result(name, "failed", shown(words), error, hint)
     steps = [shown(words)]
     try:
-        if not wait_for(lambda: state_of(job) == "RUNNING" and "hpcjax-check: running" in hpcjax("logs", job)[1].stdout):
+        if not wait_for(lambda: state_of(job, where) == "RUNNING" and
+                        "hpcjax-check: running" in hpcjax("logs", job, *where)[1].stdout):
             return Result(name, "failed", "; ".join(steps), f"job {job} did not start, or printed nothing, in "
-                                                             f"{WAIT_S} s (state {state_of(job)})",
+                                                             f"{WAIT_S} s (state {state_of(job, where)})",
                           f"hpcjax status {job} says why it waits")
         steps.append(f"hpcjax logs {job}")
         say(f"job {job} running: reading its stacks")
-        looked_words, looked = hpcjax("stacks", job)
+        looked_words, looked = hpcjax("stacks", job, *where)
         steps.append(shown(looked_words))
         if looked.returncode != 0 or "waiting" not in looked.stdout:
             error, hint = said(looked)
             return Result(name, "failed", "; ".join(steps), f"logs passed; stacks: {error}", hint)
     finally:
-        hpcjax("cancel", job)
+        hpcjax("cancel", job, *where)
     steps.append(f"hpcjax cancel {job}")
-    if not wait_for(lambda: state_of(job) == "CANCELLED", timeout_s=120):
-        return Result(name, "failed", "; ".join(steps), f"job {job} is {state_of(job)} after its cancel",
+    if not wait_for(lambda: state_of(job, where) == "CANCELLED", timeout_s=120):
+        return Result(name, "failed", "; ".join(steps), f"job {job} is {state_of(job, where)} after its cancel",
                       f"hpcjax status {job}; scancel {job}")
     return Result(name, "passed", "; ".join(steps), f"job {job}: its line in logs, its Python stack, CANCELLED")
 
 
-def state_of(job: str) -> str:
-    done = hpcjax("status", job, "--json", timeout=120)[1]
+def state_of(job: str, where: list[str]) -> str:
+    done = hpcjax("status", job, "--json", *where, timeout=120)[1]
     try:
         return json.loads(done.stdout).get("state", "")
     except ValueError:

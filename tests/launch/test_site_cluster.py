@@ -66,6 +66,15 @@ def test_site_reads_the_cluster_from_a_laptop_over_ssh(laptop, ssh_cluster):
                                                             "--profile-file", str(profiles), cwd=laptop).stdout
                                                  )["values"]["host"]
     assert shown["values"]["partition"] == "gpu"
+    # The acceptance check from the laptop, with the profile site wrote (bare: the cluster user's Python):
+    # every job, and its status, logs, stacks and cancel, reach the cluster through the profile.
+    checked = run_hpcjax("site", "--check", "--profile", "dev-site", "--profile-file", str(profiles), "--json",
+                         cwd=laptop, timeout=1200)
+    assert checked.returncode == 0, checked.stderr
+    verdicts = {r["check"]: r["verdict"] for r in json.loads(checked.stdout)["results"]}
+    assert verdicts == {"smoke, one process per GPU": "passed", "smoke, one process per node": "passed",
+                        "container": "skipped", "preflight": "passed", "an unmodified script's exit": "passed",
+                        "logs, stacks, cancel": "passed"}, checked.stderr
 
 
 def test_a_typed_partition_learnt_by_site_runs_jobs_and_what_it_cannot_run_is_refused_first(
