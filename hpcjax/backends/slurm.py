@@ -98,7 +98,9 @@ class SlurmBackend(Backend):
         """A job whose excluded nodes (--exclude, a profile's, the nodes a preflight failed lately)
         leave fewer than it needs could never start: SLURM would keep it pending for ever."""
         code, text = probe.answer("nodes")
-        nodes = sorted({line.strip() for line in text.splitlines() if line.strip()})
+        rows = [line.strip().split("|") for line in text.splitlines() if line.count("|") == 1]
+        # a job that names no partition goes to SLURM's default one: its nodes, not every partition's
+        nodes = sorted({node for node, partition in rows if sub.spec.partition or partition.endswith("*")})
         if not sub.spec.exclude or code != 0 or not nodes:
             return
         left = [node for node in nodes if node not in sub.spec.exclude]

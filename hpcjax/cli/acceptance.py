@@ -281,6 +281,11 @@ def refuse_mixed(args) -> None:
             raise UsageError("--check needs the GPUs of each node: --gpus-per-node G, or a profile with gpus_per_node",
                              "`hpcjax site` writes a profile with it where the partition's nodes agree; then "
                              "hpcjax site --check --profile NAME")
+        runtime = args.runtime or profile_value(args, "runtime")
+        if runtime not in (None, "none") and not (args.image or profile_value(args, "image")):
+            # (site writes the node's runtime into the profile, never an image: it cannot know yours)
+            raise UsageError(f"the check's jobs run in {runtime}, and no image is given: every one of them would be "
+                             "refused", "give the image your jobs use: --image IMAGE, or check bare with --runtime none")
         return
     for flag in ("profile", "gpus_per_node", "gpu_type", "image", "runtime", "nodes"):
         if getattr(args, flag) is not None:

@@ -154,13 +154,13 @@ def cmd_submit(args: argparse.Namespace, command: list[str]) -> int:
         print(said, file=sys.stderr)
         sys.stdout.write(shown)
         return 0
-    try:
+    try:  # Ctrl-C anywhere from here on (not only inside the wait) says what became of the job
         elements = steps.submit(sub)
+        if not args.wait and not sub.backend.submitter_follows:
+            return 0
+        return max((follow(run) for run in elements), default=0)
     except KeyboardInterrupt:
         return interrupted_while_submitting(announced)
-    if not args.wait and not sub.backend.submitter_follows:
-        return 0
-    return max((follow(run) for run in elements), default=0)
 
 
 def interrupted_while_submitting(announced: list[str]) -> int:

@@ -83,8 +83,9 @@ def requeue(job_id: str) -> list[str]:
 
 
 def node_names(partition: str | None) -> list[str]:
-    """The nodes a job could be given (of its partition, else of every partition), one a line."""
-    return ["sinfo", "-h", "-N", "-o", "%N"] + (["-p", partition] if partition else [])
+    """The nodes a job could be given, one a line as NODE|PARTITION (SLURM's default partition marked
+    with *): of its partition, else of every partition (the reader keeps the default's)."""
+    return ["sinfo", "-h", "-N", "-o", "%N|%P"] + (["-p", partition] if partition else [])
 
 
 def summary() -> list[str]:

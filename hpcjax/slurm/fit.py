@@ -24,14 +24,17 @@ def check(spec: JobSpec, partitions: list[Partition], qos: dict[str, dict], wher
 
 
 def chosen(spec: JobSpec, partitions: list[Partition], where: str) -> Partition | None:
+    """The job's partition (SLURM's default when it names none). A list (gpu,a100: SLURM starts the job in
+    whichever can first) is checked for names only; what each could run is left to SLURM."""
     if spec.partition is None:
         return next((p for p in partitions if p.default), None)
-    for partition in partitions:
-        if partition.name == spec.partition:
-            return partition
-    raise UsageError(f"--partition {spec.partition!r}: {where} has no such partition; it has "
-                     f"{', '.join(p.name + (' (default)' if p.default else '') for p in partitions)}",
-                     PARTITION_HINT)
+    names = {p.name: p for p in partitions}
+    unknown = [name for name in spec.partition.split(",") if name not in names]
+    if unknown:
+        raise UsageError(f"--partition {spec.partition!r}: {where} has no partition {', '.join(unknown)}; it has "
+                         f"{', '.join(p.name + (' (default)' if p.default else '') for p in partitions)}",
+                         PARTITION_HINT)
+    return names.get(spec.partition)
 
 
 def check_partition(spec: JobSpec, partition: Partition | None, where: str) -> None:

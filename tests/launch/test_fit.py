@@ -40,7 +40,8 @@ def check(**options) -> None:
     (dict(partition="mixed", gpu_type="v100", gpus_per_node=8), "has 0 such node(s) (at most 4 v100 GPUs on a node)"),
     (dict(partition="mixed", gpu_type="a100", gpus_per_node=8, nodes=9), "the job needs 9 node(s) with 8 a100 GPUs"),
     (dict(partition="a100", time="02:00:00"), "--time 02:00:00 is over partition a100's limit of 01:00:00"),
-    (dict(partition="a10"), "--partition 'a10': ibex has no such partition; it has gpu (default), a100, mixed, cpu"),
+    (dict(partition="a10"), "--partition 'a10': ibex has no partition a10; it has gpu (default), a100, mixed, cpu"),
+    (dict(partition="gpu,a10"), "--partition 'gpu,a10': ibex has no partition a10"),
     (dict(qos="gpu2", nodes=2, gpus_per_node=2), "the job asks for 4 GPUs; QOS gpu2 allows 2 per user"),
     (dict(qos="perjob", nodes=2, gpus_per_node=4), "QOS perjob allows 4 per job (MaxTRES gres/gpu=4,cpu=64)"),
     (dict(qos="gpu2", time="03:00:00"), "--time 03:00:00 is over QOS gpu2's MaxWall of 02:00:00"),
@@ -57,6 +58,7 @@ def test_a_job_the_site_could_never_run_is_refused_naming_what_it_has(options, w
     dict(partition="a100", gpu_type="a100", gpus_per_node=2, time="01:00:00"), dict(partition="a100", time="0"),
     dict(qos="gpu2", gpus_per_node=2, time="02:00:00"), dict(qos="odd", nodes=2, gpus_per_node=4, time="9-00:00:00"),
     dict(qos="unknown", nodes=2, gpus_per_node=4), dict(partition="cpu", nodes=2, gpus_per_node=4),
+    dict(partition="gpu,a100", nodes=3),  # a list: SLURM chooses; what each could run is left to it
 ])
 def test_what_the_site_can_run_or_a_limit_that_cannot_be_read_is_left_to_slurm(options):
     check(**options)  # cpu: no GRES listed, so nothing is claimed; odd: a limit in no form known

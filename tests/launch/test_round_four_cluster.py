@@ -198,12 +198,18 @@ def test_jupyter_and_an_interactive_shell_run_on_a_holds_first_node(tmp_path, sl
             def screen() -> str:
                 return subprocess.run(["tmux", "-L", session, "capture-pane", "-p", "-t", session], capture_output=True,
                                       text=True).stdout
-            wait_until(lambda: f"shell on node1 in hold {name}" in screen(), timeout=60)
+            def shows(text: str) -> None:  # the screen as it was, when it never shows the text (CI saw one such)
+                try:
+                    wait_until(lambda: text in screen(), timeout=120)
+                except AssertionError:
+                    raise AssertionError(f"the terminal never showed {text!r}; it shows:\n{screen()}") from None
+
+            shows(f"shell on node1 in hold {name}")
             subprocess.run(["tmux", "-L", session, "send-keys", "-t", session, "echo at-$SLURMD_NODENAME-$SLURM_JOB_ID-$((6*7))",
                             "Enter"], check=True)
-            wait_until(lambda: f"at-node1-{held}-42" in screen(), timeout=60)
+            shows(f"at-node1-{held}-42")
             subprocess.run(["tmux", "-L", session, "send-keys", "-t", session, "exit 0", "Enter"], check=True)
-            wait_until(lambda: "shell-ended-0" in screen(), timeout=60)
+            shows("shell-ended-0")
         finally:
             subprocess.run(["tmux", "-L", session, "kill-server"], capture_output=True)  # its own server
         assert squeue(held) == "RUNNING"  # the hold outlives its shell

@@ -68,8 +68,11 @@ def test_site_reads_the_cluster_from_a_laptop_over_ssh(laptop, ssh_cluster):
     assert shown["values"]["partition"] == "gpu"
     # The acceptance check from the laptop, with the profile site wrote (bare: the cluster user's Python):
     # every job, and its status, logs, stacks and cancel, reach the cluster through the profile.
-    checked = run_hpcjax("site", "--check", "--profile", "dev-site", "--profile-file", str(profiles), "--json",
-                         cwd=laptop, timeout=1200)
+    no_image = run_hpcjax("site", "--check", "--profile", "dev-site", "--profile-file", str(profiles), cwd=laptop)
+    assert no_image.returncode == 2 and "the check's jobs run in charliecloud, and no image is given" in \
+        no_image.stderr, no_image.stderr  # site wrote the node's runtime, and no image (it cannot know yours)
+    checked = run_hpcjax("site", "--check", "--profile", "dev-site", "--profile-file", str(profiles), "--runtime",
+                         "none", "--json", cwd=laptop, timeout=1200)
     assert checked.returncode == 0, checked.stderr
     verdicts = {r["check"]: r["verdict"] for r in json.loads(checked.stdout)["results"]}
     assert verdicts == {"smoke, one process per GPU": "passed", "smoke, one process per node": "passed",
@@ -118,7 +121,7 @@ def test_a_typed_partition_learnt_by_site_runs_jobs_and_what_it_cannot_run_is_re
             (["--gpu-type", "a100", "--partition", "gpu"], "partition gpu of this machine has no GPU of that type"),
             (["--gpus-per-node", "4"], "partition a100 of this machine has 0 such node(s) (at most 2 a100 GPUs"),
             (["--time", "2:00:00"], "--time 02:00:00 is over partition a100's limit of 01:00:00"),
-            (["--partition", "a10"], "--partition 'a10': this machine has no such partition; it has gpu (default), "
+            (["--partition", "a10"], "--partition 'a10': this machine has no partition a10; it has gpu (default), "
                                      "a100"),
             (["--qos", "gpu2", "--gpus-per-node", "4"], "the job asks for 4 GPUs; QOS gpu2 allows 2 per user"),
             (["--qos", "gpu2", "--gpus-per-node", "1", "--time", "3:00:00"], "is over QOS gpu2's MaxWall of 02:00:00")):

@@ -106,24 +106,38 @@ def test_status_logs_and_cancel(tmp_path, slurm_cluster, hpcjax_home):
 
 
 def test_more_gpus_than_a_node_has_fails_at_submission(tmp_path, slurm_cluster, hpcjax_home):
+    # Read from sinfo before sbatch (hpcjax/slurm/fit.py): the partition's nodes and their GPUs named.
     result, _ = submit(tmp_path, "--gpus-per-node", "9", command=["hostname"], timeout=60)
-    assert result.returncode == 1
-    assert "error: sbatch refused the job (G9N1p9)" in result.stderr
+    assert result.returncode == 2, result.stderr
+    assert "the job needs 1 node(s) with 9 GPUs each; partition gpu of this machine has 0 such node(s) (at most 4 " \
+           "GPUs on a node)" in result.stderr
+    # What only the scheduler knows (CPUs per node: hpcjax does not read them) is sbatch's own refusal, said
+    # with its hint; the submit's --test-only is the first to meet it.
+    result, _ = submit(tmp_path, "--gpus-per-node", "4", "--cpus-per-task", "64", command=["hostname"], timeout=60)
+    assert result.returncode == 1, result.stderr
+    assert "error: sbatch --test-only refused the job (G4N1p4)" in result.stderr
     assert "Requested node configuration is not available" in result.stderr
     assert "hint: the cluster has:" in result.stderr and "gpu:4" in result.stderr
-    assert "more CPUs than a node has" in result.stderr  # sbatch said CPU count: its own hint (issue 34)
+    assert "(or CPUs per task)" in result.stderr  # --test-only names no cause: the hint names both
 
 
-def test_more_nodes_than_the_partition_has_is_cancelled_with_slurms_reason(tmp_path, slurm_cluster, hpcjax_home):
-    result = run_hpcjax("submit", "--nodes", "3", "--gpus-per-node", "1", "--wait", "--", "hostname",
-                        cwd=tmp_path, timeout=60)
-    assert result.returncode == 1
-    # SLURM names the reason PartitionConfig or PartitionNodeLimit, depending on when it looks.
-    assert re.search(r"can never start: SLURM holds it with reason Partition(Config|NodeLimit)", result.stderr)
-    job_id = result.stdout.strip()
-    queue = subprocess.run(["squeue", "-h", "-j", job_id, "-t", "PENDING"], capture_output=True, text=True)
-    assert queue.stdout.strip() == ""  # cancelled, not left pending
-
+def test_more_nodes_than_the_partition_has_is_refused_before_anything_is_queued(tmp_path, slurm_cluster, hpcjax_home):
+    """Read from sinfo before sbatch (fit); a list of partitions, which hpcjax leaves to SLURM to place, is
+    refused by the submit's sbatch --test-only. Either way nothing is queued. (A job SLURM takes and then
+    holds for a reason that can never clear is cancelled at once with the reason in words: on the dev
+    cluster these two checks now meet every such request first; the path is tested on SLURM's recorded
+    reasons in tests/launch/test_reasons_and_states.py.)"""
+    refused = run_hpcjax("submit", "--nodes", "3", "--gpus-per-node", "1", "-J", f"big-{os.getpid()}", "--",
+                         "hostname", cwd=tmp_path)
+    assert refused.returncode == 2 and "the job needs 3 node(s) with 1 GPUs each; partition gpu of this machine has " \
+        "2 such node(s)" in refused.stderr, refused.stderr
+    listed = run_hpcjax("submit", "--partition", "gpu,a100", "--nodes", "3", "--gpus-per-node", "1", "-J",
+                        f"big-{os.getpid()}", "--wait", "--", "hostname", cwd=tmp_path, timeout=60)
+    assert listed.returncode == 1 and listed.stdout == "", listed.stderr
+    assert "sbatch --test-only refused the job (G3N3p3)" in listed.stderr
+    assert "Requested node configuration is not available" in listed.stderr
+    queue = subprocess.run(["squeue", "-h", "-t", "all", "-n", f"big-{os.getpid()}"], capture_output=True, text=True)
+    assert queue.stdout.strip() == ""  # never queued
 
 def test_hostile_strings_reach_the_ranks_verbatim_on_the_cluster(tmp_path, slurm_cluster, hpcjax_home):
     marker = tmp_path / "pwned"
@@ -216,6 +230,9 @@ def test_a_dry_run_asks_sbatch_for_its_verdict_and_estimate_and_submits_nothing(
     assert re.search(r"SLURM's estimate \(sbatch --test-only, nothing submitted\): it would start (now|at 20|not known)",
                      fits.stderr), fits.stderr
     too_big = run_hpcjax("submit", "--dry-run", "--gpus-per-node", "5", "--", "true", cwd=tmp_path)
-    assert too_big.returncode == 1 and too_big.stdout == "", too_big.stderr
-    assert "sbatch --test-only refused the job (G5N1p5)" in too_big.stderr and "gres gpu:4" in too_big.stderr
+    assert too_big.returncode == 2 and too_big.stdout == "", too_big.stderr  # sinfo's GPUs per node, before sbatch
+    assert "(at most 4 GPUs on a node)" in too_big.stderr
+    too_many_cpus = run_hpcjax("submit", "--dry-run", "--cpus-per-task", "64", "--", "true", cwd=tmp_path)
+    assert too_many_cpus.returncode == 1 and too_many_cpus.stdout == "", too_many_cpus.stderr
+    assert "sbatch --test-only refused the job (G1N1p1)" in too_many_cpus.stderr and "gres gpu:4" in too_many_cpus.stderr
     assert not (tmp_path / "hpcjax-logs").exists()  # nothing made
