@@ -25,6 +25,7 @@ COMMON = {"hpcjax", "hpcjax.cli", "hpcjax.cli.options", "hpcjax.contract", "hpcj
           "hpcjax.hosts", "hpcjax.hosts.files", "hpcjax.hosts.here", "hpcjax.hosts.ssh"}
 FOLLOW = {"hpcjax.follow", "hpcjax.follow.hangs", "hpcjax.follow.outcome", "hpcjax.follow.ranklogs",
           "hpcjax.follow.run", "hpcjax.follow.stacks", "hpcjax.follow.triage", "hpcjax.jsonlines", "hpcjax.rundir",
+          "hpcjax.nodelist",
           "hpcjax.statuses"}
 CATALOG = {"hpcjax.catalog", "hpcjax.catalog.db", "hpcjax.catalog.keep", "hpcjax.catalog.records"}
 LOCAL = {"hpcjax.backends", "hpcjax.backends.local", "hpcjax.localjobs", "hpcjax.localjobs.chains",
