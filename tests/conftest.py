@@ -90,6 +90,9 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.xdist_group(cluster_group(item.path.stem)))
         if not any(item.get_closest_marker(t) for t in TIERS[1:]):
             item.add_marker(pytest.mark.pure)
+        # on the report, which reaches xdist's controller: its markers do not, and its keywords hold
+        # every name of its node too (a test parametrized "jax" is no JAX test)
+        item.user_properties.append(("tier", next(t for t in TIERS if item.get_closest_marker(t))))
 
 
 SPENT: dict[str, float] = {}  # seconds of test time per tier, this session (the controller's count)
@@ -100,7 +103,7 @@ def pytest_runtest_logreport(report):
     HPCJAX_TEST_TIMELINE=FILE: one JSON line per test phase (worker, test, phase, start, stop),
     to see which worker ran what when (how the groups below balance)."""
     if not os.environ.get("PYTEST_XDIST_WORKER"):
-        tier = next((t for t in TIERS[1:] if t in report.keywords), "pure")
+        tier = dict(report.user_properties).get("tier", "pure")
         SPENT[tier] = SPENT.get(tier, 0.0) + report.duration
     timeline = os.environ.get("HPCJAX_TEST_TIMELINE")
     if timeline and not os.environ.get("PYTEST_XDIST_WORKER"):  # written once, by the controller
