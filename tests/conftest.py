@@ -92,7 +92,7 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.pure)
         # on the report, which reaches xdist's controller: its markers do not, and its keywords hold
         # every name of its node too (a test parametrized "jax" is no JAX test)
-        item.user_properties.append(("tier", next(t for t in TIERS if item.get_closest_marker(t))))
+        item.user_properties.append(("tier", next(t for t in reversed(TIERS) if item.get_closest_marker(t))))
 
 
 SPENT: dict[str, float] = {}  # seconds of test time per tier, this session (the controller's count)
