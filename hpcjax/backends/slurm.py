@@ -146,8 +146,9 @@ class SlurmBackend(Backend):
         from hpcjax.slurm.script import render_sbatch  # the template engine: submissions only
 
         if sub.spec.on:
-            return render_sbatch(inhold.spec_in(inhold.the_hold(sub), sub.spec)), (f"dry run: would run {sub.spec.layout.described} in hold {sub.spec.on} "
-                                             "with this script:")
+            in_hold = inhold.spec_in(inhold.the_hold(sub), sub.spec)  # its steps take the hold's GPU type
+            return render_sbatch(in_hold), (f"dry run: would run {sub.spec.layout.described} in hold {sub.spec.on} "
+                                            "with this script:")
         return render_sbatch(sub.spec, hold=sub.hold), f"dry run: would submit {sub.spec.layout.described} with this script:"
 
     def estimate(self, sub, script: str) -> str:

@@ -118,11 +118,14 @@ def job_options(args) -> list[str]:
 
 
 def profile_value(args, key: str):
+    """A value of the profile the check's jobs use (the file is read once per check)."""
     if not args.profile:
         return None
-    from hpcjax.job import profiles
+    if not hasattr(args, "profile_values"):
+        from hpcjax.job import profiles
 
-    return profiles.resolve(args.profile, args.profile_file)[0].get(key)
+        args.profile_values = profiles.resolve(args.profile, args.profile_file)[0]
+    return args.profile_values.get(key)
 
 
 def gpus_per_node(args) -> int | None:
