@@ -17,7 +17,7 @@ import jax  # noqa: E402
 
 marks["import jax"] = time.time()
 if mode == "hpcjax":
-    from hpcjax.rank.runtime import initialize
+    from hpcjax.rank.start.runtime import initialize
 
     initialize()
 else:  # what users write by hand: JAX's own SLURM detection

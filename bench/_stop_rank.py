@@ -12,7 +12,7 @@ import jax
 import numpy as np
 from jax.experimental import multihost_utils
 
-from hpcjax.rank.runtime import initialize
+from hpcjax.rank.start.runtime import initialize
 from hpcjax.train import TrainConfig, data
 from hpcjax.train.model import ModelConfig
 from hpcjax.train.step import build_program

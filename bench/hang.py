@@ -27,7 +27,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from hpcjax.rank import hangwatch  # noqa: E402
+from hpcjax.rank.watch import hangwatch  # noqa: E402
 
 RANK = """
 import sys, time

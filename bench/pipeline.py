@@ -23,7 +23,7 @@ os.environ.setdefault("HPCJAX_GPUS_PER_PROCESS", "8")
 
 import jax  # noqa: E402
 
-from hpcjax.rank.runtime import initialize  # noqa: E402
+from hpcjax.rank.start.runtime import initialize  # noqa: E402
 from hpcjax.train import TrainConfig, data  # noqa: E402
 from hpcjax.train.model import ModelConfig  # noqa: E402
 from hpcjax.train.pipeline import bubble_fraction  # noqa: E402

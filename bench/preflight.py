@@ -26,8 +26,8 @@ import sys
 import tempfile
 import time
 
-from hpcjax.preflight_rules import Floors, verdict
-from hpcjax.rank.pairs import rounds
+from hpcjax.protocol.preflight_rules import Floors, verdict
+from hpcjax.rank.prove.pairs import rounds
 
 
 def one_job(preflight: bool, work: str) -> tuple[float, float | None]:

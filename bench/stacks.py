@@ -3,7 +3,7 @@ are taken, against the same steps undisturbed, measured in the same run.
 
 A stand-in rank (a Python process with the environment of rank 0 of a local job) runs fixed
 steps of pure-Python work and reports each step's time. Phase 1: undisturbed. Phase 2: the
-node side of `hpcjax stacks` (hpcjax.rank.stacks: find the rank, py-spy dump) every
+node side of `hpcjax stacks` (hpcjax.rank.watch.stacks: find the rank, py-spy dump) every
 --every seconds. Prints the median step time of each phase, their ratio, and how long one
 look took. py-spy pauses the process while it reads it; the ratio says what that costs at
 this rate. Asserts nothing.
@@ -43,7 +43,7 @@ def phase(steps: int, every: float | None) -> tuple[list[float], list[float]]:
         times.append(float(line))
         if every and time.monotonic() >= next_look:
             started = time.monotonic()
-            subprocess.run([sys.executable, "-m", "hpcjax.rank.stacks", "bench-stacks"], capture_output=True,
+            subprocess.run([sys.executable, "-m", "hpcjax.rank.watch.stacks", "bench-stacks"], capture_output=True,
                            env={**os.environ, "PYTHONPATH": str(REPO)}, check=True)
             looks.append(time.monotonic() - started)
             next_look = time.monotonic() + every

@@ -29,7 +29,7 @@ from jax.sharding import NamedSharding, PartitionSpec as P  # noqa: E402
 
 from hpcjax.train import data  # noqa: E402
 from hpcjax.train.model import ModelConfig  # noqa: E402
-from hpcjax.rank.runtime import initialize  # noqa: E402
+from hpcjax.rank.start.runtime import initialize  # noqa: E402
 from hpcjax.train import TrainConfig  # noqa: E402
 from hpcjax.train.step import StepProgram, build_program  # noqa: E402
 

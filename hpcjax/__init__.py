@@ -2,7 +2,7 @@
 
 Rooms, by step of the flow (docs/architecture.md):
   hpcjax.job         what a job is: the spec, its layout, profiles, sweeps
-  hpcjax.launch      the one pipeline every entry point uses: stage -> check -> submit
+  hpcjax.launch      the one pipeline every entry point uses: resolve, check, stage, render, submit, record
   hpcjax.backends    where a job runs (local, slurm), one registered class each
   hpcjax.slurm       SLURM's vocabulary: every command line, the script, status, submitit
   hpcjax.localjobs   the local backend's processes, queue and chains
@@ -11,19 +11,22 @@ Rooms, by step of the flow (docs/architecture.md):
   hpcjax.hosts       where commands run: this machine, a login node over SSH
   hpcjax.catalog     what hpcjax remembers of the jobs it submitted
   hpcjax.pages       pages and plots about runs (hpcjax.report is the API's function)
-  hpcjax.rank        every rank: environment mapping, roll call, JAX initialization, checks
+  hpcjax.rank        every rank: start-up, proofs (checks, preflight), watchdogs, caches
   hpcjax.train       the training program
   hpcjax.api         the Python API: Trainer (Ray Train's names), @remote, report, Data
   hpcjax.cli         the command line (a verb imports its own module only)
+  hpcjax.protocol    what the login side and the ranks agree on (standard library only)
+  hpcjax.values      values read and written one way: errors, checks, job ids, hostlists
 Importing hpcjax imports none of them; the names below, and the rooms themselves
 (`hpcjax.rank.progress(step)` after a plain `import hpcjax`), load when first used.
+`__main__` is `python -m hpcjax`.
 """
 
 __version__ = "0.1.0"
 
 _LAZY = {
-    "initialize": ("hpcjax.rank.runtime", "initialize"),
-    "compiled": ("hpcjax.rank.executables", "compiled"),
+    "initialize": ("hpcjax.rank.start.runtime", "initialize"),
+    "compiled": ("hpcjax.rank.cache.executables", "compiled"),
     "submit": ("hpcjax.launch", "submit"),
     "submit_array": ("hpcjax.launch", "submit_array"),
     "attach": ("hpcjax.launch", "attach"),

@@ -80,7 +80,7 @@ if command -v nvidia-smi >/dev/null; then
 fi
 
 say "4. the exit of an unmodified script (its last collective in flight), under the guard's hook"
-hook="$REPO/hpcjax/rank/exithook"
+hook="$REPO/hpcjax/rank/watch/exithook"
 for how in return exit3 raise3 main4 error hooked interrupt os_exit5 kill; do
   "$PYTHON" "$REPO/tests/data/program_ends.py" "$how" >/dev/null 2>&1; bare=$?
   began=$EPOCHREALTIME

@@ -145,7 +145,7 @@ def shared_compile_cache(tmp_path_factory):
     compiling is most of their CPU time. Fresh per session (under pytest's base temporary
     directory, shared by the xdist workers), so no run starts from an earlier run's cache.
     Tests of the cache itself name their own directory or take this one away."""
-    from hpcjax.contract import COMPILE_CACHE_ENV
+    from hpcjax.protocol.contract import COMPILE_CACHE_ENV
 
     base = tmp_path_factory.getbasetemp()
     root = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
@@ -158,7 +158,7 @@ def shared_compile_cache(tmp_path_factory):
 def no_shared_cache_in_containers(request, monkeypatch):
     """A container sees only the directories bound into it: its jobs run without the session's cache."""
     if request.node.get_closest_marker("container"):
-        from hpcjax.contract import COMPILE_CACHE_ENV
+        from hpcjax.protocol.contract import COMPILE_CACHE_ENV
 
         monkeypatch.delenv(COMPILE_CACHE_ENV, raising=False)
 

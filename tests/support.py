@@ -10,7 +10,7 @@ import os
 import time
 from pathlib import Path
 
-from hpcjax.rundir import RunDir
+from hpcjax.protocol.rundir import RunDir
 
 MODEL = ["--seq-len", "32", "--d-model", "64", "--heads", "8", "--layers", "1", "--d-ff", "128",
          "--batch-size", "16", "--warmup-steps", "5", "--corpus-bytes", str(1 << 20)]

@@ -44,7 +44,7 @@ def test_wheel_install_in_fresh_venv_renders(tmp_path):
                             "for room in sys.argv[1:]: print(importlib.import_module('hpcjax.' + room).__file__)",
                             *rooms], capture_output=True, text=True, cwd=tmp_path, env=env)
     assert found.returncode == 0 and all(line.startswith(str(venv)) for line in found.stdout.split()), found
-    # The exit guard's hook ships too: the rendered script names it, in the venv (hpcjax.rank.exitguard).
+    # The exit guard's hook ships too: the rendered script names it, in the venv (hpcjax.rank.watch.exitguard).
     plain = subprocess.run([str(venv / "bin/hpcjax"), "render", "--", "python", "train.py"],
                            capture_output=True, text=True, cwd=tmp_path, env=env)
     hook = Path(re.search(r"^hpcjax_exit_hook=(\S+)$", plain.stdout, re.M).group(1))

@@ -3,7 +3,7 @@ import subprocess
 
 import pytest
 
-from hpcjax.nodelist import HostlistError, expand_hostlist, ranges
+from hpcjax.values.nodelist import HostlistError, expand_hostlist, ranges
 
 CASES = [
     ("node1", ["node1"]),

@@ -1,4 +1,4 @@
-"""Exit statuses as a shell says them (hpcjax.statuses): from Python's returncodes, srun's words
+"""Exit statuses as a shell says them (hpcjax.protocol.statuses): from Python's returncodes, srun's words
 and the local backend's, compared with what bash itself reports for the same end."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import subprocess
 import pytest
 
 from hpcjax.follow.outcome import TaskEvent, analyze
-from hpcjax.statuses import exit_words, shell_status, signal_words, status_of
+from hpcjax.protocol.statuses import exit_words, shell_status, signal_words, status_of
 
 
 def bash_status(command: str) -> int:

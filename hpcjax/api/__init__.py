@@ -5,4 +5,6 @@ Data), `trainer`, `remote`, `calls` (a call as a job, through the one JobSpec ->
 -> backend -> Run path). Every rank: `worker` (runs the pickled call) and `session`
 (report, get_checkpoint, get_context). `folder` names the files both sides read.
 Importing this package imports nothing else.
+
+`submit` turns a call into the pipeline's Submission (its folder, its storage).
 """

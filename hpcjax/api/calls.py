@@ -13,7 +13,7 @@ from pathlib import Path
 
 from hpcjax.api import folder
 from hpcjax.api.configs import Data
-from hpcjax.errors import HpcjaxError, UsageError
+from hpcjax.values.errors import HpcjaxError, UsageError
 
 
 class RemoteError(HpcjaxError):

@@ -15,11 +15,11 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from hpcjax.errors import UsageError
+from hpcjax.values.errors import UsageError
 from hpcjax.hosts.cluster import Cluster
 from hpcjax.job import profiles
 from hpcjax.job.spec import JobSpec
-from hpcjax.validate import local_path, require_int
+from hpcjax.values.validate import local_path, require_int
 
 # Ray's fields that describe TPU slices or Ray's own scheduler: no meaning on SLURM.
 NOT_ON_SLURM = ("use_tpu", "topology", "accelerator_type", "placement_strategy", "trainer_resources")

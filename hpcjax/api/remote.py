@@ -17,9 +17,9 @@ import functools
 
 from hpcjax.api import calls, submit
 from hpcjax.api.configs import ScalingConfig
-from hpcjax.errors import UsageError
+from hpcjax.values.errors import UsageError
 from hpcjax.job.after import dependencies
-from hpcjax.follow.run import say
+from hpcjax.follow.progress import say
 
 
 def remote(function=None, /, *, backend: str | None = None, storage_path: str | None = None, **options):

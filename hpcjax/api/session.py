@@ -10,7 +10,7 @@
     storage_path/name/checkpoint.json  the latest checkpoint: {"path", "attempt", "history"}
     storage_path/name/checkpoints/     copies of checkpoints registered from elsewhere
     storage_path/name/tensorboard/     every number reported, as report/<name> at step = the
-                                       report's index (rank.scalars; purged past a resume)
+                                       report's index (train.scalars; purged past a resume)
 
 Rank side: the worker calls `start` once JAX is initialized. Caller side: `history`,
 `latest_checkpoint`, `next_attempt`, through a host's files (`files`: this machine's by
@@ -28,11 +28,12 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hpcjax import jsonlines, rundir
-from hpcjax.errors import UsageError
+from hpcjax.values import jsonlines
+from hpcjax.protocol import rundir
+from hpcjax.values.errors import UsageError
 from hpcjax.hosts.files import LocalFiles
-from hpcjax.rank import hangwatch
-from hpcjax.rank.scalars import Scalars
+from hpcjax.rank.watch import hangwatch
+from hpcjax.train.scalars import Scalars
 
 REPORTS, CHECKPOINT, COPIES = rundir.REPORTS, rundir.LATEST_CHECKPOINT, rundir.CHECKPOINTS
 
@@ -166,7 +167,8 @@ def _start() -> dict:
     this first report, and each program `hpcjax.compiled` gave (warm or cold, and its seconds)."""
     import time
 
-    from hpcjax.rank import executables, runtime
+    from hpcjax.rank.cache import executables
+    from hpcjax.rank.start import runtime
 
     age = runtime.process_age_s()
     started = time.monotonic() - age if age is not None else None

@@ -22,7 +22,7 @@ from pathlib import Path, PurePosixPath
 from hpcjax.api import calls, folder
 from hpcjax.api.configs import Data, ScalingConfig, storage_dir
 from hpcjax.containers.binds import in_place
-from hpcjax.errors import UsageError
+from hpcjax.values.errors import UsageError
 from hpcjax.hosts import ship
 
 

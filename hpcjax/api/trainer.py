@@ -17,8 +17,8 @@ from hpcjax.api import session, submit
 from hpcjax.api.configs import Result, RunConfig, ScalingConfig
 from hpcjax.api.remote import cancel_on_interrupt
 from hpcjax.api.worker import run_train_loop, takes_argument
-from hpcjax.errors import UsageError
-from hpcjax.follow.run import say
+from hpcjax.values.errors import UsageError
+from hpcjax.follow.progress import say
 
 
 class Trainer:

@@ -17,7 +17,7 @@ import sys
 import traceback
 from pathlib import Path
 
-from hpcjax import contract, rundir
+from hpcjax.protocol import contract, rundir
 from hpcjax.api import folder, session
 
 EXIT_RAISED = 1
@@ -33,7 +33,7 @@ def run_train_loop(loop, config):
     """What a Trainer's job runs on every rank: the user's loop, with its config if it
     takes one (Ray Train's rule). Its reports are its progress for the hang watch, which
     stops watching when it returns (what follows, saving the result, is not a step)."""
-    from hpcjax.rank import hangwatch
+    from hpcjax.rank.watch import hangwatch
 
     try:
         return loop({} if config is None else config) if takes_argument(loop) else loop()
@@ -74,7 +74,7 @@ def main(argv: list[str]) -> int:
     import cloudpickle
     from submitit.core.utils import DelayedSubmission, cloudpickle_dump, temporary_save_path
 
-    from hpcjax.rank.runtime import initialize
+    from hpcjax.rank.start.runtime import initialize
 
     run = meta.get("session") or {}
     if run.get("run_dir"):  # a Trainer run keeps its compilations, as `hpcjax train` does, unless the job names a cache
@@ -118,7 +118,7 @@ def main(argv: list[str]) -> int:
 
 if __name__ == "__main__":
     code = main(sys.argv[1:])
-    from hpcjax.rank.runtime import end_now_if_failed
+    from hpcjax.rank.start.runtime import end_now_if_failed
 
     end_now_if_failed(code)  # not through JAX's shutdown barrier: the others may wait for this rank
     sys.exit(code)

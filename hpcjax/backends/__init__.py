@@ -9,6 +9,8 @@ command line's option parser excepted: it lists `names()`).
 
     backend = backends.choose("auto")         # $HPCJAX_BACKEND, else the first available
     run = backends.attach("1234")             # the Run of a job submitted earlier
+
+The table's entries: `slurm` (sbatch, here or over SSH) and `local` (this machine's processes).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import sys
 from pathlib import Path
 from typing import ClassVar
 
-from hpcjax.errors import UsageError
+from hpcjax.values.errors import UsageError
 
 AUTO = "auto"
 BACKEND_ENV = "HPCJAX_BACKEND"  # what "auto" means when set
@@ -162,7 +164,7 @@ def attach(job_id: str, cluster=None):
     """The Run of a job submitted earlier, from its id: hpcjax's record says which backend (and
     which cluster) ran it; a job without a record is a SLURM job (plain sbatch). With a cluster
     reached over SSH, its record there is the truth (another laptop submitted it)."""
-    from hpcjax import jobid
+    from hpcjax.values import jobid
     from hpcjax.catalog import records
 
     job_id = jobid.check(job_id)
@@ -183,7 +185,7 @@ def attach(job_id: str, cluster=None):
 def attach_each(job_id: str, cluster=None) -> list:
     """The Runs an id names as `submit` printed it: a sweep's array id names each of its elements
     (as their records here name them); any other id its one job."""
-    from hpcjax import jobid
+    from hpcjax.values import jobid
     from hpcjax.catalog import records
 
     job_id = jobid.check(job_id)

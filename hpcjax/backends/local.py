@@ -12,7 +12,7 @@ import sys
 from hpcjax import backends
 from hpcjax.backends import Backend, register
 from hpcjax.catalog import keep, records
-from hpcjax.errors import HpcjaxError, UsageError
+from hpcjax.values.errors import HpcjaxError, UsageError
 from hpcjax.localjobs import processes, queue
 from hpcjax.localjobs.environment import check_local_spec, rank_environment
 

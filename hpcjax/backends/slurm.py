@@ -11,13 +11,13 @@ import sys
 from hpcjax.backends import Backend, register
 from hpcjax.catalog import db, keep, records
 from hpcjax.containers import binds
-from hpcjax.contract import FINISHED_STATES
-from hpcjax.errors import HpcjaxError, SlurmNotFound, SubmitError, UsageError
-from hpcjax.follow.run import say
+from hpcjax.protocol.contract import FINISHED_STATES
+from hpcjax.values.errors import HpcjaxError, SlurmNotFound, SubmitError, UsageError
+from hpcjax.follow.progress import say
 
 # A dry run asks the scheduler once, briefly: a controller that does not answer leaves the script shown.
 ESTIMATE_TIMEOUT_S = 10.0
-from hpcjax import jobid
+from hpcjax.values import jobid
 from hpcjax.slurm import commands, controller, holds, inhold
 from hpcjax.slurm.job import SlurmRun
 from hpcjax.slurm.status import parse_attempts

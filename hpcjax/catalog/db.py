@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 from hpcjax.catalog import records
-from hpcjax.contract import FINISHED_STATES
+from hpcjax.protocol.contract import FINISHED_STATES
 
 DB_NAME = "catalog.sqlite"
 BUSY_TIMEOUT_S = 10.0

@@ -15,9 +15,9 @@ from contextlib import closing
 from pathlib import Path
 
 from hpcjax.catalog import db, records
-from hpcjax.errors import HpcjaxError
-from hpcjax.rundir import RunDir, run_dir_argument
-from hpcjax import jsonlines
+from hpcjax.values.errors import HpcjaxError
+from hpcjax.protocol.rundir import RunDir, run_dir_argument
+from hpcjax.values import jsonlines
 
 METRICS_TAIL_BYTES = 1 << 16  # the last metrics are at the end: never read a whole long record
 # A finished run whose attempts accounting never gave is asked about for this long, then left as it is.

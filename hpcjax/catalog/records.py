@@ -11,7 +11,7 @@ import re
 import tempfile
 from pathlib import Path
 
-from hpcjax.errors import UsageError
+from hpcjax.values.errors import UsageError
 
 HOME_ENV = "HPCJAX_HOME"  # where hpcjax keeps its job records (default ~/.hpcjax)
 

@@ -6,6 +6,13 @@ smoke, rank
 neither JAX nor jinja2 nor submitit: `hpcjax render` runs many times on login
 nodes and has to answer at once, and `hpcjax check` must start inside an image
 that holds only JAX and NumPy. Each verb imports what it needs when it runs.
+
+By file: `jobs` (render, submit, status, logs, cancel), `runs` (runs, relaunch, sweeps, chains),
+`fetch` (fetch, tunnel), `stacks`, `smoke`, `rank` (env, check, preflight), `train`, `profile`,
+`container`, `holds` (hold, release), `nodeshell` (shell and jupyter --on), `nodes`, `free`, `site`
+(and its `acceptance` check), `report`; what they share: `options` (the job options and the house
+error format), `kinds` (argparse value types), `outputs` (files written in one step), `stopping`
+(SIGTERM as Ctrl-C).
 """
 
 from __future__ import annotations
@@ -16,7 +23,7 @@ import sys
 
 from hpcjax import __version__
 from hpcjax.cli.options import Parser, join_dashed_values
-from hpcjax.errors import HpcjaxError, UsageError
+from hpcjax.values.errors import HpcjaxError, UsageError
 
 DESCRIPTION = """\
 Take a JAX training job from a laptop to a SLURM GPU cluster, right the first time.
@@ -169,9 +176,9 @@ def output_gone(stream) -> None:
 
 def ended(code: int) -> int:
     """`code`; a rank of a multi-process job (`hpcjax train`, `check`) that fails exits here
-    and now instead (hpcjax.rank.runtime.end_now_if_failed). The rank side is looked up, not
+    and now instead (hpcjax.rank.start.runtime.end_now_if_failed). The rank side is looked up, not
     imported: a verb that never initialized JAX never loaded it."""
-    runtime = sys.modules.get("hpcjax.rank.runtime")
+    runtime = sys.modules.get("hpcjax.rank.start.runtime")
     if runtime is not None:
         runtime.end_now_if_failed(code)
     return code

@@ -26,7 +26,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from hpcjax.errors import UsageError
+from hpcjax.values.errors import UsageError
 
 EXIT_PROBE = """\
 # Written by `hpcjax site --check`: a plain JAX program, as a user's script is (no hpcjax in it).

@@ -11,11 +11,11 @@ from pathlib import Path
 
 
 def cmd_recipe(args: argparse.Namespace, command: list[str]) -> int:
-    from hpcjax.errors import UsageError
+    from hpcjax.values.errors import UsageError
     from hpcjax.containers.recipes import recipe
 
     from hpcjax.cli.outputs import output_file, write_atomically
-    from hpcjax.validate import read_text
+    from hpcjax.values.validate import read_text
 
     output = output_file(args.output) if args.output is not None else None
     requirements = None
@@ -42,7 +42,7 @@ BUILDERS = ("apptainer", "singularity")
 
 
 def cmd_build(args: argparse.Namespace, command: list[str]) -> int:
-    from hpcjax.errors import UsageError
+    from hpcjax.values.errors import UsageError
 
     recipe_path = Path(args.recipe)
     if not recipe_path.is_file():

@@ -10,8 +10,9 @@ from pathlib import Path, PurePosixPath
 from hpcjax.cli import kinds
 from hpcjax.cli.options import add_cluster_options, cluster_from_args
 from hpcjax.cli.stopping import sigterm_as_ctrl_c
-from hpcjax.errors import HpcjaxError, UsageError
-from hpcjax import contract, jobid
+from hpcjax.values.errors import HpcjaxError, UsageError
+from hpcjax.protocol import contract
+from hpcjax.values import jobid
 
 CHECKPOINTS = ("latest", "all", "none")
 
@@ -20,7 +21,7 @@ def fetch_run_dir(host, source: str, target: Path, checkpoints: str) -> tuple[in
     """A run directory into target: its checkpoints as asked, never its compile cache (it
     belongs to the cluster's machines)."""
     from hpcjax.hosts import ship
-    from hpcjax.rundir import CHECKPOINTS as CKPT, COMPILE_CACHE
+    from hpcjax.protocol.rundir import CHECKPOINTS as CKPT, COMPILE_CACHE
 
     excludes = [f"/{COMPILE_CACHE}/"]
     if checkpoints == "none":
@@ -50,7 +51,7 @@ def fetch_target(args: argparse.Namespace, target: Path | None, checkpoints: str
                              "(hpcjax train --run-dir DIR, or a Trainer's storage_path/name)")
         where = target or Path(f"hpcjax-job-{run.job_id}")
         names = [p.name for p in run.rank_logs().values()]
-        # The job's own files are named "<job>-..." (hpcjax.contract); not another job whose id starts
+        # The job's own files are named "<job>-..." (hpcjax.protocol.contract); not another job whose id starts
         # the same, nor submitit's copy of the script, nor a hold's queue (a directory).
         queue = contract.HOLD_QUEUE.replace("%j", run.job_id)
         names += [n for n in run.files.list_names(str(run.log_dir))
@@ -83,7 +84,7 @@ def fetch_target(args: argparse.Namespace, target: Path | None, checkpoints: str
     if not host.files.is_dir(source):
         raise UsageError(f"{source} is not a directory on {cluster.name}",
                          "give a job id, or the run directory's path there (relative paths are under remote_dir)")
-    from hpcjax.rundir import MARKS
+    from hpcjax.protocol.rundir import MARKS
 
     if not set(host.files.list_names(source)) & set(MARKS):  # never a home directory or / copied by a slip
         raise UsageError(f"{source} on {cluster.name} is not a run directory: it holds none of {', '.join(MARKS)}",
@@ -99,7 +100,7 @@ def cmd_fetch(args: argparse.Namespace, command: list[str]) -> int:
                          "give a directory (made if it does not exist), e.g. --to runs-back")
     if args.to is not None:
         from hpcjax.catalog.records import pseudo_file_system
-        from hpcjax.validate import require_utf8
+        from hpcjax.values.validate import require_utf8
 
         require_utf8("--to", args.to)
         if pseudo_file_system(args.to):
@@ -113,7 +114,7 @@ def cmd_fetch(args: argparse.Namespace, command: list[str]) -> int:
 
 def cmd_tunnel(args: argparse.Namespace, command: list[str]) -> int:
     from hpcjax.launch import attach
-    from hpcjax.nodelist import expand_hostlist
+    from hpcjax.values.nodelist import expand_hostlist
 
     cluster = cluster_from_args(args)
     run = attach(args.job_id, cluster)

@@ -13,7 +13,7 @@ import time
 
 from hpcjax.cli.options import (add_cluster_options, add_job_options, cluster_from_args, merged_options,
                                 spec_from_args)
-from hpcjax.errors import UsageError
+from hpcjax.values.errors import UsageError
 
 READY_EVERY_S = 0.5
 NOT_FOR_A_HOLD = (("on", "a hold cannot run inside another"), ("requeue", "a hold is not requeued"),
@@ -90,7 +90,7 @@ def wait_ready(run, name: str, sub) -> int:
 
 def listing(cluster) -> list[dict]:
     """Every hold this machine knows on that cluster, with SLURM's state, time left and its jobs."""
-    from hpcjax.contract import FINISHED_STATES
+    from hpcjax.protocol.contract import FINISHED_STATES
     from hpcjax.job.walltime import parse_walltime
     from hpcjax.slurm import controller, holds
     from hpcjax.catalog import records
@@ -125,7 +125,7 @@ def _left(limit_s: int | None, elapsed: str) -> str:
 
 
 def cmd_holds(args: argparse.Namespace, command: list[str]) -> int:
-    from hpcjax.contract import FINISHED_STATES
+    from hpcjax.protocol.contract import FINISHED_STATES
 
     rows = [r for r in listing(cluster_from_args(args)) if args.all or r["state"] not in FINISHED_STATES | {"GONE"}]
     if args.json:

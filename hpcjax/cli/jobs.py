@@ -10,8 +10,8 @@ import sys
 from pathlib import Path
 
 from hpcjax.cli import kinds
-from hpcjax.errors import HpcjaxError, UsageError
-from hpcjax.validate import make_directory
+from hpcjax.values.errors import HpcjaxError, UsageError
+from hpcjax.values.validate import make_directory
 from hpcjax.cli.options import (add_backend_option, add_cluster_options, add_job_options, cluster_from_args,
                                 merged_options, spec_from_args, takes_command)
 from hpcjax.cli.outputs import output_file, write_atomically
@@ -221,7 +221,7 @@ def cmd_logs(args: argparse.Namespace, command: list[str]) -> int:
 
 def cmd_cancel(args: argparse.Namespace, command: list[str]) -> int:
     from hpcjax.backends import attach_each
-    from hpcjax.contract import FINISHED_STATES
+    from hpcjax.protocol.contract import FINISHED_STATES
 
     runs = attach_each(args.job_id, cluster_from_args(args))  # a sweep's id: each element not ended yet
     if len(runs) > 1:

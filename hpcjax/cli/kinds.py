@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 import re
 
-from hpcjax.errors import UsageError
+from hpcjax.values.errors import UsageError
 
 SIZE = re.compile(r"(\d+)([KMG]?)", re.IGNORECASE)
 

@@ -17,14 +17,14 @@ import time
 from hpcjax.cli import kinds
 from hpcjax.cli.options import add_cluster_options, cluster_from_args, merged_options, takes_command
 from hpcjax.cli.stopping import sigterm_as_ctrl_c
-from hpcjax.errors import HpcjaxError, UsageError
+from hpcjax.values.errors import HpcjaxError, UsageError
 
 URL = re.compile(r"https?://[^\s/]+:(\d+)/\S*")  # what Jupyter prints: http://HOST:PORT/lab?token=...
 
 
 def running_hold(args: argparse.Namespace):
     """The hold named by --on, up: (hold, cluster, first node)."""
-    from hpcjax.nodelist import expand_hostlist
+    from hpcjax.values.nodelist import expand_hostlist
     from hpcjax.slurm import holds
 
     cluster = cluster_from_args(args, merged_options(args) if getattr(args, "profile", None) else None)

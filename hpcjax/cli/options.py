@@ -6,8 +6,8 @@ from __future__ import annotations
 import argparse
 import re
 
-from hpcjax.contract import DEFAULT_OUTPUT_DIR
-from hpcjax.errors import SpecError, UsageError
+from hpcjax.protocol.contract import DEFAULT_OUTPUT_DIR
+from hpcjax.values.errors import SpecError, UsageError
 from hpcjax.job.envvars import parse_env_assignment
 from hpcjax.job.spec import JobSpec
 

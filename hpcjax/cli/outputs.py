@@ -6,7 +6,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from hpcjax.errors import UsageError
+from hpcjax.values.errors import UsageError
 
 
 def output_file(text: str | None, flag: str = "-o") -> Path:

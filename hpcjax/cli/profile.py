@@ -9,7 +9,7 @@ import sys
 
 
 def cmd_profile(args: argparse.Namespace, command: list[str]) -> int:
-    from hpcjax.errors import UsageError
+    from hpcjax.values.errors import UsageError
     from hpcjax.job import profiles
 
     path, found = profiles.load(args.profile_file)

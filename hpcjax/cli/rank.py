@@ -11,14 +11,14 @@ import sys
 
 from hpcjax.cli import kinds
 from hpcjax.cli.kinds import parse_sizes
-from hpcjax.contract import ALL_CHECKS, NODES_ENV
+from hpcjax.protocol.contract import ALL_CHECKS, NODES_ENV
 
 
 def cmd_env(args: argparse.Namespace, command: list[str]) -> int:
-    from hpcjax.rank.mapping import resolve
-    from hpcjax.rank.plainjax import differences, resolve_like_jax
-    from hpcjax.errors import HpcjaxError
-    from hpcjax.rank.runtime import check_gpu_usable, container_name, detect_gpu, init_timeout_s
+    from hpcjax.rank.start.mapping import resolve
+    from hpcjax.rank.start.plainjax import differences, resolve_like_jax
+    from hpcjax.values.errors import HpcjaxError
+    from hpcjax.rank.start.runtime import check_gpu_usable, container_name, detect_gpu, init_timeout_s
 
     denv = resolve(os.environ, gpu_available=detect_gpu())
     plain = resolve_like_jax(os.environ)
@@ -51,8 +51,8 @@ def cmd_env(args: argparse.Namespace, command: list[str]) -> int:
 
 def cmd_check(args: argparse.Namespace, command: list[str]) -> int:
     sizes = parse_sizes(args.sizes) if args.sizes else None  # a bad value is refused before JAX starts
-    from hpcjax.rank import checks
-    from hpcjax.rank.runtime import initialize
+    from hpcjax.rank.prove import checks
+    from hpcjax.rank.start.runtime import initialize
 
     denv = initialize()
     names = list(ALL_CHECKS) + (["bandwidth"] if args.bandwidth else []) if args.which == "all" else [args.which]
@@ -73,9 +73,9 @@ def cmd_check(args: argparse.Namespace, command: list[str]) -> int:
 def cmd_preflight(args: argparse.Namespace, command: list[str]) -> int:
     import os
 
-    from hpcjax.rank import preflight
-    from hpcjax.preflight_rules import Floors
-    from hpcjax.rank.runtime import initialize
+    from hpcjax.rank.prove import preflight
+    from hpcjax.protocol.preflight_rules import Floors
+    from hpcjax.rank.start.runtime import initialize
 
     floors = Floors.from_env(os.environ)  # a bad floor is refused before JAX starts
     if args.spares:  # this step runs on the layout's nodes and the spares

@@ -8,8 +8,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from hpcjax.errors import UsageError
-from hpcjax.rundir import RunDir
+from hpcjax.values.errors import UsageError
+from hpcjax.protocol.rundir import RunDir
 
 
 def cmd_report(args: argparse.Namespace, command: list[str]) -> int:
@@ -57,7 +57,7 @@ def _fetched(args: argparse.Namespace) -> Path | None:
     from hpcjax.cli.fetch import fetch_target
     from hpcjax.cli.options import cluster_from_args
 
-    from hpcjax import jobid
+    from hpcjax.values import jobid
 
     if cluster_from_args(args) is None and not (jobid.is_element(args.run_dir) and not Path(args.run_dir).exists()):
         return None  # a run directory here (a directory named like a job id is one too)

@@ -13,7 +13,7 @@ from contextlib import closing
 from datetime import datetime
 
 from hpcjax.cli.options import add_backend_option, add_job_options, command_line_options, COMMAND_USAGE
-from hpcjax.errors import HpcjaxError, UsageError
+from hpcjax.values.errors import HpcjaxError, UsageError
 
 SINCE = re.compile(r"(\d+)([mhdw])")
 SECONDS = {"m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
@@ -35,7 +35,7 @@ def parse_since(text: str, now: float | None = None) -> float:
 def load(args: argparse.Namespace) -> list[dict]:
     from hpcjax import backends
     from hpcjax.catalog import db, keep
-    from hpcjax.contract import JOB_STATES
+    from hpcjax.protocol.contract import JOB_STATES
 
     if args.state is not None and args.state.upper() not in JOB_STATES:
         raise UsageError(f"--state {args.state!r} is not a state a job can be in",

@@ -16,7 +16,7 @@ from datetime import date
 from pathlib import Path
 
 from hpcjax.cli.options import add_cluster_options, cluster_from_args
-from hpcjax.errors import HpcjaxError, UsageError
+from hpcjax.values.errors import HpcjaxError, UsageError
 
 PROFILE_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")  # a bare TOML key: [profiles.NAME]
 NODE_TIMEOUT_S = 600  # the node's step waits in the queue; the rest of the site is written without it

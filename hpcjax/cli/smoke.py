@@ -13,7 +13,7 @@ from hpcjax.cli.jobs import submission_of
 from hpcjax.cli.options import (add_backend_option, add_cluster_options, add_job_options, cluster_from_args,
                                 merged_options, spec_from_args, takes_command)
 from hpcjax.cli.kinds import parse_sizes
-from hpcjax.errors import UsageError
+from hpcjax.values.errors import UsageError
 
 PLOT_FORMATS = (".png", ".svg", ".pdf")
 

@@ -8,7 +8,7 @@ import sys
 
 from hpcjax.cli import kinds
 from hpcjax.cli.options import add_cluster_options, cluster_from_args
-from hpcjax.errors import HpcjaxError, UsageError
+from hpcjax.values.errors import HpcjaxError, UsageError
 
 
 def cmd_stacks(args: argparse.Namespace, command: list[str]) -> int:

@@ -8,7 +8,7 @@ import argparse
 import json
 from dataclasses import fields
 
-from hpcjax.contract import DEFAULT_RUN_DIR
+from hpcjax.protocol.contract import DEFAULT_RUN_DIR
 from hpcjax.train.config import STRATEGIES
 
 
@@ -73,7 +73,7 @@ def config_from_args(args: argparse.Namespace):
 
 def cmd_train(args: argparse.Namespace, command: list[str]) -> int:
     from hpcjax.cli.options import flagged
-    from hpcjax.errors import ConfigError
+    from hpcjax.values.errors import ConfigError
     from hpcjax.train.config import ModelConfig, TrainConfig
 
     try:

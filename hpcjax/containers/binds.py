@@ -14,9 +14,10 @@ import os
 from pathlib import Path
 from typing import NamedTuple
 
-from hpcjax import contract, shellword
-from hpcjax.errors import SpecError, UsageError
-from hpcjax.timeouts import EXIT_HOOK_DIR, exit_guard_on
+from hpcjax.protocol import contract
+from hpcjax.values import shellword
+from hpcjax.values.errors import SpecError, UsageError
+from hpcjax.protocol.timeouts import EXIT_HOOK_DIR, exit_guard_on
 
 HPCJAX_TARGET = "/opt/hpcjax/lib"  # inside the container: <this>/hpcjax is hpcjax's package
 # What a rank needs from the job's environment when the container starts clean.
@@ -50,7 +51,7 @@ class Bind(NamedTuple):
         return self.target or self.source
 
     def word(self, options: bool = True) -> str:
-        """SRC[:DST][:OPTS] as one shell word ($NAME expands on the node: hpcjax.shellword)."""
+        """SRC[:DST][:OPTS] as one shell word ($NAME expands on the node: hpcjax.values.shellword)."""
         text = self.source + (f":{self.inside}" if self.target or (options and self.options) else "")
         return shellword.word(text + (f":{self.options}" if options and self.options else ""))
 
@@ -109,7 +110,7 @@ def python_path(spec) -> str:
 
 def exit_hook_dir(spec) -> str:
     """The exit guard's sitecustomize directory as the compute nodes see it ('' when the job
-    turned the guard off): first on the ranks' PYTHONPATH (hpcjax.rank.exitguard)."""
+    turned the guard off): first on the ranks' PYTHONPATH (hpcjax.rank.watch.exitguard)."""
     return f"{hpcjax_package_dir(spec)}/{EXIT_HOOK_DIR}" if exit_guard_on(dict(spec.env)) else ""
 
 

@@ -14,7 +14,7 @@ import shlex
 from pathlib import Path
 
 from hpcjax import __version__
-from hpcjax.errors import UsageError
+from hpcjax.values.errors import UsageError
 from hpcjax.containers.requirements import filter_requirements, is_jax_package, requirement_name
 
 FORMATS = ("apptainer", "docker")

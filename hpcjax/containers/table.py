@@ -15,9 +15,9 @@ import importlib
 import pkgutil
 from dataclasses import dataclass
 
-from hpcjax import shellword, validate
+from hpcjax.values import shellword, validate
 from hpcjax.containers.binds import parse_bind
-from hpcjax.errors import SpecError
+from hpcjax.values.errors import SpecError
 
 DEFAULT_WITH_IMAGE = "apptainer"  # the runtime an --image alone implies
 BARE = "none"  # the runtime of a job without a container
@@ -60,12 +60,12 @@ class Runtime:
         if container.cleanenv and not self.has_cleanenv:
             raise SpecError(f"{self.name} has no clean environment: it passes the job's environment into the "
                             "container", f"drop --cleanenv with --runtime {self.name}")
-        require_text("image", container.image)
+        validate.require_text("image", container.image, error=SpecError)
         for bind in container.binds:
-            require_text("bind", bind)
+            validate.require_text("bind", bind, error=SpecError)
             self.check_bind(parse_bind(bind))
         for flag in container.flags:
-            require_text("container flag", flag)
+            validate.require_text("container flag", flag, error=SpecError)
         # Whether an image file exists is the submitting machine's question (this one, or the
         # login node over SSH): binds.check_before_submit and launch.remote ask it.
 
@@ -91,10 +91,6 @@ def image_env_var(image: str | None) -> str | None:
 
     match = re.fullmatch(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?", image or "")
     return match.group(1) if match else None
-
-
-def require_text(name: str, value: object, *, spaces: bool = True) -> None:
-    validate.require_text(name, value, spaces=spaces, error=SpecError)
 
 
 # --- the table -------------------------------------------------------------------------

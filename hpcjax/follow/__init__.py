@@ -1,3 +1,6 @@
 """Following a job and saying how it ended, for every backend: the Run handle (`run`), the
 failure analysis (`outcome`, `triage`, `hangs`, `ranklogs`), the grouping of ranks' stacks
-(`stacks`; hpcjax.rank.stacks is its node side) and the smoke test's verdicts (`verdicts`)."""
+(`stacks`; hpcjax.rank.watch.stacks is its node side) and the smoke test's verdicts (`verdicts`).
+
+`progress` says on stderr what hpcjax is doing while it waits.
+"""

@@ -1,4 +1,4 @@
-"""A hung job's evidence, for the failure report: what the hang watch (hpcjax.rank.hangwatch)
+"""A hung job's evidence, for the failure report: what the hang watch (hpcjax.rank.watch.hangwatch)
 left in the log directory (the marker, and each rank's last step and stacks) turned into the
 rank(s) that held the others, or, when every rank had finished its program and hung in
 the interpreter's exit handlers, that.
@@ -15,9 +15,9 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from hpcjax import contract
+from hpcjax.protocol import contract
 from hpcjax.follow import stacks
-from hpcjax.nodelist import ranges
+from hpcjax.values.nodelist import ranges
 
 
 @dataclass(frozen=True)

@@ -13,10 +13,10 @@ import re
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-from hpcjax.contract import ATTEMPT_LINE, PREFLIGHT_KEY
-from hpcjax.statuses import shell_status, status_of
-from hpcjax.errors import JobFailed
-from hpcjax.nodelist import ranges
+from hpcjax.protocol.contract import ATTEMPT_LINE, PREFLIGHT_KEY
+from hpcjax.protocol.statuses import shell_status, status_of
+from hpcjax.values.errors import JobFailed
+from hpcjax.values.nodelist import ranges
 from hpcjax.follow import hangs
 from hpcjax.follow.ranklogs import LOCAL, RankLogs, tail_lines, triaged
 from hpcjax.follow.triage import HANG_HINT, Finding, silent_ranks, triage

@@ -12,44 +12,22 @@ written here once.
 
 from __future__ import annotations
 
-import contextlib
-import signal
-import sys
-import threading
 import time
 from pathlib import Path, PurePosixPath
 
-from hpcjax import jsonlines
-from hpcjax.contract import attempts_log_path, rank_of_log
-from hpcjax.errors import HpcjaxError, UsageError
+from hpcjax.values import jsonlines
+from hpcjax.protocol.contract import attempts_log_path, rank_of_log
+from hpcjax.values.errors import HpcjaxError, UsageError
 from hpcjax.hosts import this_machine
 from hpcjax.hosts.ssh import ConnectionLost
 from hpcjax.catalog import keep as runs
-from hpcjax.contract import FINISHED_STATES
+from hpcjax.protocol.contract import FINISHED_STATES
 from hpcjax.follow.outcome import Outcome
+from hpcjax.follow.progress import say
 from hpcjax.follow.ranklogs import RankLogs
 
 STILL_EVERY_S = 30.0  # while nothing changes, say so this often
 RECONNECT_S = (2, 4, 8, 15, 30)  # waits between tries after a lost connection (then every 30 s)
-
-
-def say(text: str) -> None:
-    print(text, file=sys.stderr, flush=True)
-
-
-@contextlib.contextmanager
-def interrupts_held():
-    """Ctrl-C while a job is handed to SLURM takes effect once its id is known and recorded, so a
-    job sbatch accepted is never unknown to the user. SIGINT is blocked meanwhile (sbatch, or ssh
-    carrying it, inherits the mask and finishes too) and delivered at the end."""
-    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "pthread_sigmask"):
-        yield
-        return
-    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-    try:
-        yield
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
 class Run:

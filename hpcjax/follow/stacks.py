@@ -1,12 +1,12 @@
 """`hpcjax stacks JOBID`: the Python stack of every thread of every rank of a running job,
-taken where the ranks run (hpcjax.rank.stacks, with py-spy) and grouped: ranks whose stacks
+taken where the ranks run (hpcjax.rank.watch.stacks, with py-spy) and grouped: ranks whose stacks
 are the same are shown once, the odd ones first, so the rank that holds the others stands out.
 
 Where the node side runs is the backend's (SLURM: one task per node of the job, `srun
 --overlap`, from a laptop through the cluster's login node with the hpcjax shipped there; the
 local backend: this machine). A job that is not running, py-spy missing on a node, or ptrace
 refused: an error with a hint, and the job is not touched. This is the login side of the two;
-hpcjax.rank.stacks is the node side.
+hpcjax.rank.watch.stacks is the node side.
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ import sys
 import time
 from pathlib import Path
 
-from hpcjax import jsonlines
-from hpcjax.errors import HpcjaxError
-from hpcjax.nodelist import ranges
+from hpcjax.values import jsonlines
+from hpcjax.values.errors import HpcjaxError
+from hpcjax.values.nodelist import ranges
 
 PACKAGE_PARENT = str(Path(__file__).resolve().parent.parent.parent)  # what puts hpcjax on a node's path
 
@@ -38,7 +38,7 @@ def take(run, backend, native: bool = False) -> tuple[list[dict], float]:
         python, package = run.cluster.python, ship.ship_hpcjax(run.host, run.cluster.home())[0]
 
     def node_side(job: str) -> list[str]:
-        return [python, "-m", "hpcjax.rank.stacks", job] + (["--native"] if native else [])
+        return [python, "-m", "hpcjax.rank.watch.stacks", job] + (["--native"] if native else [])
 
     out, err = backend.stacks(run, f"PYTHONPATH={package}", node_side)
     entries, broken = jsonlines.unframe(out)

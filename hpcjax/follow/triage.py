@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from dataclasses import asdict, dataclass
 
-from hpcjax.contract import PEER_LOST
+from hpcjax.protocol.contract import PEER_LOST
 
 
 @dataclass(frozen=True)

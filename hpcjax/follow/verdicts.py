@@ -4,8 +4,9 @@ and rank with pass/fail. (The job itself is built by the `smoke` verb, cli/smoke
 
 from __future__ import annotations
 
-from hpcjax import jsonlines
-from hpcjax.contract import ALL_CHECKS, format_bytes
+from hpcjax.values import jsonlines
+from hpcjax.protocol.contract import ALL_CHECKS
+from hpcjax.values.sizes import format_bytes
 
 
 def read_reports(run) -> dict[int, dict[str, dict]]:

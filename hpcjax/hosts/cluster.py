@@ -16,7 +16,7 @@ import re
 import shlex
 from dataclasses import dataclass
 
-from hpcjax.errors import HpcjaxError, UsageError
+from hpcjax.values.errors import HpcjaxError, UsageError
 from hpcjax.hosts.ssh import check_destination
 
 DEFAULT_REMOTE_DIR = "$HOME/hpcjax"

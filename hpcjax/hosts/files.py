@@ -205,7 +205,7 @@ class RemoteFiles:
         done = self._sh('mkdir -p -- "$(dirname -- "$1")" && cat > "$1.tmp.$$" && mv -f -- "$1.tmp.$$" "$1"',
                         path, input=text.encode())
         if done.returncode != 0:
-            from hpcjax.errors import HpcjaxError
+            from hpcjax.values.errors import HpcjaxError
 
             raise HpcjaxError(f"cannot write {path} on {self.host.destination}: "
                               f"{done.stderr.decode(errors='replace').strip()}",

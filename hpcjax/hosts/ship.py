@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hpcjax import __version__
-from hpcjax.errors import HpcjaxError, UsageError
+from hpcjax.values.errors import HpcjaxError, UsageError
 
 DEFAULT_LIMIT_MB = 200  # a working tree larger than this is refused before anything is sent
 IGNORE_FILE = ".hpcjaxignore"  # glob patterns (one per line) of files never shipped, beside .gitignore

@@ -23,7 +23,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from hpcjax.errors import HpcjaxError, UsageError
+from hpcjax.values.errors import HpcjaxError, UsageError
 from hpcjax.hosts.files import RemoteFiles
 
 CONTROL_PERSIST = "10m"  # how long the shared connection outlives the last command

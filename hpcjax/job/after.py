@@ -5,8 +5,8 @@ SLURM's --dependency=afterok/afterany; a step inside a hold is no job SLURM can 
 
 from __future__ import annotations
 
-from hpcjax import jobid
-from hpcjax.errors import SpecError
+from hpcjax.values import jobid
+from hpcjax.values.errors import SpecError
 
 AFTER_FORM = "write --after JOBID[:ok|:any], e.g. --after 1234 (when it succeeded) or --after 1234:any"
 

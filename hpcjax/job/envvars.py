@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import re
 
-from hpcjax import contract, timeouts
-from hpcjax.errors import ConfigError, SpecError
-from hpcjax.validate import require_utf8
+from hpcjax.protocol import contract, timeouts
+from hpcjax.values.errors import ConfigError, SpecError
+from hpcjax.values.validate import require_utf8
 
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
@@ -32,7 +32,7 @@ def check_timeouts(env: dict[str, str]) -> None:
     try:
         timeouts.check_job_environment(env)
         if any(name.startswith("HPCJAX_PREFLIGHT_") for name in env):  # imported only then: render's path
-            from hpcjax.preflight_rules import Floors
+            from hpcjax.protocol.preflight_rules import Floors
 
             Floors.from_env(env)
     except ConfigError as error:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 
-from hpcjax.errors import SpecError
+from hpcjax.values.errors import SpecError
 
 # sbatch option (long or short name) -> the hpcjax option that sets it.
 OWNED = {

@@ -25,10 +25,10 @@ import os
 from pathlib import Path
 
 from hpcjax.containers import table as runtime_table
-from hpcjax.errors import ConfigError, UsageError
+from hpcjax.values.errors import ConfigError, UsageError
 from hpcjax.hosts.cluster import DEFAULT_REMOTE_DIR, Cluster
 from hpcjax.job.spec import Container, JobSpec, Layout
-from hpcjax.validate import read_text
+from hpcjax.values.validate import read_text
 
 PROFILES_ENV = "HPCJAX_PROFILES"
 CLUSTER_ENV = "HPCJAX_CLUSTER"  # the cluster (a profile or an SSH destination) when none is named

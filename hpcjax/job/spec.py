@@ -10,14 +10,14 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hpcjax import contract, envnames
+from hpcjax.protocol import contract, envnames
 from hpcjax.containers import table as runtime_table
-from hpcjax.errors import SpecError
+from hpcjax.values.errors import SpecError
 from hpcjax.job import extras
 from hpcjax.job.after import check_after
 from hpcjax.job.envvars import check_env_pair, check_timeouts
 from hpcjax.job.walltime import format_walltime, parse_walltime
-from hpcjax.validate import require_int, require_text, require_utf8
+from hpcjax.values.validate import require_int, require_text, require_utf8
 
 MEMORY = re.compile(r"\d+[KMGT]?")
 # Bounds past which a count is a typo: the largest clusters have ~10,000 nodes; sbatch misreads counts past 2**31.

@@ -13,7 +13,7 @@ from __future__ import annotations
 import itertools
 import re
 
-from hpcjax.errors import UsageError
+from hpcjax.values.errors import UsageError
 
 NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 PLACEHOLDER = re.compile(r"\{\{|\}\}|\{([A-Za-z_][A-Za-z0-9_]*)\}")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from hpcjax.errors import SpecError
+from hpcjax.values.errors import SpecError
 
 # SLURM's accepted walltime forms: M, M:S, H:M:S, D-H, D-H:M, D-H:M:S.
 WALLTIME = re.compile(r"(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?")

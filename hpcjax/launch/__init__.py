@@ -9,6 +9,9 @@ render, submit, record, follow), and finding it again. Never imports JAX, so it 
 
 Rooms below it: job (what a job is), backends (where it runs: one class each), slurm and
 localjobs (each backend's machinery), follow (the Run handle and the failure report).
+
+One module per step: `steps` (the pipeline), `refusals` (check), `staging` (stage), `uploads` (what
+travels beside the code).
 """
 
 from __future__ import annotations
@@ -62,7 +65,7 @@ def submit(spec, backend: str | None = backends.AUTO, cluster=None, *, after=Non
     (shipping: root, limit_mb, uploads, ship_code). `after`: jobs ("JOBID[:ok|:any]", or Runs)
     it waits for; if one does not end as asked, it is cancelled without starting.
     `announce(job_id)`: called as soon as the job has its id and record."""
-    from hpcjax.errors import UsageError
+    from hpcjax.values.errors import UsageError
     from hpcjax.launch import steps
 
     if spec.array:
@@ -74,7 +77,7 @@ def submit(spec, backend: str | None = backends.AUTO, cluster=None, *, after=Non
 def submit_array(spec, backend: str | None = backends.AUTO, cluster=None, *, announce=None, **shipping) -> list:
     """Run a job array (spec.array elements, at most spec.array_parallel at once); return one Run
     per element, in order. Each element sees its index as SLURM_ARRAY_TASK_ID on either backend."""
-    from hpcjax.errors import UsageError
+    from hpcjax.values.errors import UsageError
     from hpcjax.launch import steps
 
     if not spec.array:

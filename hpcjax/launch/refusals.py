@@ -20,11 +20,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from hpcjax.catalog import records
-from hpcjax.errors import HpcjaxError, UsageError
+from hpcjax.values.errors import HpcjaxError, UsageError
 from hpcjax.hosts import ship
 from hpcjax.hosts.here import node_local_reason
 from hpcjax.launch import uploads
-from hpcjax.validate import require_utf8
+from hpcjax.values.validate import require_utf8
 
 MARK = "@@hpcjax-probe"
 

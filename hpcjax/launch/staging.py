@@ -22,11 +22,11 @@ from pathlib import Path, PurePosixPath
 from hpcjax import __version__
 from hpcjax.catalog.records import RECORDS_THERE
 from hpcjax.containers import binds
-from hpcjax.errors import HpcjaxError
-from hpcjax.follow.run import say
+from hpcjax.values.errors import HpcjaxError
+from hpcjax.follow.progress import say
 from hpcjax.hosts import ship
 from hpcjax.job.spec import JobSpec
-from hpcjax.validate import make_directory
+from hpcjax.values.validate import make_directory
 
 
 

@@ -15,13 +15,15 @@ Each step is owned by one module; each check runs once per submission.
 
 from __future__ import annotations
 
+import contextlib
+import signal
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hpcjax import jobid
+from hpcjax.values import jobid
 from hpcjax.backends import Backend
-from hpcjax.follow.run import interrupts_held
 from hpcjax.hosts import ship
 from hpcjax.hosts.cluster import Cluster
 from hpcjax.job.spec import JobSpec
@@ -78,6 +80,21 @@ class Submission:
 
     def record_fields(self, element: int | None, job_id: str) -> dict:
         return record_fields(self, element, job_id)
+
+
+@contextlib.contextmanager
+def interrupts_held():
+    """Ctrl-C while a job is handed to SLURM takes effect once its id is known and recorded, so a
+    job sbatch accepted is never unknown to the user. SIGINT is blocked meanwhile (sbatch, or ssh
+    carrying it, inherits the mask and finishes too) and delivered at the end."""
+    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
 def submit(sub: Submission) -> list:

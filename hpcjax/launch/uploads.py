@@ -10,11 +10,11 @@ import posixpath
 import re
 from pathlib import Path, PurePosixPath
 
-from hpcjax.errors import UsageError
+from hpcjax.values.errors import UsageError
 from hpcjax.hosts import ship
 from hpcjax.job.spec import JobSpec
-from hpcjax.rundir import run_dir_argument
-from hpcjax.validate import local_path
+from hpcjax.protocol.rundir import run_dir_argument
+from hpcjax.values.validate import local_path
 
 UPLOAD_NAME = re.compile(r"[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)*")  # where an upload appears for the job
 

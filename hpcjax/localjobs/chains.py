@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 
-from hpcjax.contract import FINISHED_STATES
+from hpcjax.protocol.contract import FINISHED_STATES
 
 POLL_S = 0.2
 

@@ -10,9 +10,10 @@ import shutil
 import socket
 from pathlib import Path
 
-from hpcjax import contract, jobid, shellword
+from hpcjax.protocol import contract
+from hpcjax.values import jobid, shellword
 from hpcjax.containers import binds
-from hpcjax.errors import UsageError
+from hpcjax.values.errors import UsageError
 from hpcjax.job.spec import JobSpec
 
 # Variables of an enclosing SLURM job would make the runtime map the SLURM step
@@ -65,7 +66,7 @@ def rank_environment(spec: JobSpec, job_id: str, rank: int, port: int) -> dict[s
                    SLURM_ARRAY_TASK_MAX=str(spec.array - 1))
     env.update(plain_jax_environment(spec, array_job, rank, port))
     hook = binds.exit_hook_dir(spec)
-    if hook:  # the exit guard (hpcjax.rank.exitguard) for an unmodified program too
+    if hook:  # the exit guard (hpcjax.rank.watch.exitguard) for an unmodified program too
         env["PYTHONPATH"] = hook + (f":{env['PYTHONPATH']}" if env.get("PYTHONPATH") else "")
     return env
 

@@ -20,12 +20,14 @@ import threading
 import time
 from pathlib import Path
 
-from hpcjax import contract, jobid
+from hpcjax.protocol import contract
+from hpcjax.values import jobid
 from hpcjax.catalog import keep, records
-from hpcjax.errors import HpcjaxError
+from hpcjax.values.errors import HpcjaxError
 from hpcjax.follow.outcome import Outcome, TaskEvent, analyze
-from hpcjax.statuses import exit_words
-from hpcjax.follow.run import Run, say
+from hpcjax.protocol.statuses import exit_words
+from hpcjax.follow.progress import say
+from hpcjax.follow.run import Run
 from hpcjax.job.spec import JobSpec
 from hpcjax.localjobs import chains
 from hpcjax.localjobs.environment import free_port, local_job_of, rank_environment

@@ -16,7 +16,7 @@ import time
 from hpcjax.catalog import records
 from hpcjax.localjobs import chains
 from hpcjax.localjobs.processes import LocalRun
-from hpcjax.contract import FINISHED_STATES
+from hpcjax.protocol.contract import FINISHED_STATES
 from hpcjax.job.spec import JobSpec
 
 TICK_S = 0.2

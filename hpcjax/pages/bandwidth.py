@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from hpcjax.contract import format_bytes
+from hpcjax.values.sizes import format_bytes
 
 
 def bandwidth_plot(report: dict, path: Path) -> Path:

@@ -12,7 +12,7 @@ import io
 import json
 from pathlib import Path
 
-from hpcjax.errors import UsageError
+from hpcjax.values.errors import UsageError
 from hpcjax.pages.page import shell, write_page
 from hpcjax.pages.record import RunRecord, read_run
 

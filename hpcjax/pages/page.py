@@ -1,5 +1,5 @@
 """`hpcjax report RUN_DIR`: one self-contained HTML page about a training run, made after
-the fact from what the run wrote (its run directory: hpcjax.rundir), with PNG
+the fact from what the run wrote (its run directory: hpcjax.protocol.rundir), with PNG
 plots beside it (drawn with matplotlib, embedded in the page too).
 (What the run wrote is read back by hpcjax.pages.record.)
 A multi-process run's "pace" lines (train.pace: each rank's time working and waiting in
@@ -14,7 +14,7 @@ import io
 import json
 from pathlib import Path
 
-from hpcjax.errors import UsageError
+from hpcjax.values.errors import UsageError
 from hpcjax.pages.record import RunRecord, diverged, is_number, read_run
 
 PLOTS = ("loss", "throughput", "step_times")

@@ -1,4 +1,4 @@
-"""What a training run's directory says, read back for the report pages (hpcjax.rundir writes it).
+"""What a training run's directory says, read back for the report pages (hpcjax.protocol.rundir writes it).
 
 Restarts are found in the record itself: each run writes a line saying where it started and whether
 it resumed (older runs: a step that comes again). A half-written last line (a killed run) is skipped
@@ -12,8 +12,9 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hpcjax import jsonlines, rundir
-from hpcjax.errors import UsageError
+from hpcjax.values import jsonlines
+from hpcjax.protocol import rundir
+from hpcjax.values.errors import UsageError
 
 
 @dataclass

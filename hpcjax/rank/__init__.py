@@ -12,21 +12,25 @@ launch side.
         progress(step)    # the hang watch: a job whose ranks stop calling this ends by itself
     step = compiled(jax.jit(train_step), state, batch)  # a restart loads it instead of compiling
     line_up("first step")  # every process here before the first collective (gloo allows 30 s)
+
+Sub-rooms in the order they run on a rank: `start` (mapping, roll call, initialize), `prove` (checks
+and the preflight), `watch` (hang watch, exit guard, stacks), `cache` (compiled programs kept
+between runs).
 """
 
-from hpcjax.rank.hangwatch import hold, progress
+from hpcjax.rank.watch.hangwatch import hold, progress
 
 __all__ = ["initialize", "progress", "hold", "compiled", "line_up"]
 
 
 def __getattr__(name: str):
     if name == "initialize":  # imports JAX only when asked for
-        from hpcjax.rank.runtime import initialize
+        from hpcjax.rank.start.runtime import initialize
         return initialize
     if name == "compiled":
-        from hpcjax.rank.executables import compiled
+        from hpcjax.rank.cache.executables import compiled
         return compiled
     if name == "line_up":
-        from hpcjax.rank.barriers import line_up
+        from hpcjax.rank.start.barriers import line_up
         return line_up
     raise AttributeError(f"module 'hpcjax.rank' has no attribute {name!r}")

@@ -1,11 +1,11 @@
 """Every command line hpcjax gives SLURM, built here and nowhere else (the batch script's own
 lines, srun and `scontrol requeue`, are the template's: templates/sbatch.sh.j2). Each function
 returns an argv; where it runs (this machine, or a login node over SSH) is its caller's host.
-Job ids are given as hpcjax.jobid reads them: arrays' elements as A_i."""
+Job ids are given as hpcjax.values.jobid reads them: arrays' elements as A_i."""
 
 from __future__ import annotations
 
-from hpcjax import jobid
+from hpcjax.values import jobid
 
 # squeue's fields with -r: one line per array element, named A_i. %S: a running job's start, a
 # pending one's expected start where the scheduler has computed one (what `squeue --start` shows), else N/A.

@@ -14,13 +14,13 @@ import re
 import sys
 import time
 
-from hpcjax.errors import HpcjaxError, SlurmNotFound
+from hpcjax.values.errors import HpcjaxError, SlurmNotFound
 from hpcjax.hosts import this_machine
 from hpcjax.hosts.here import NOT_FOUND
 from hpcjax.slurm import commands, versions
 from hpcjax.slurm.status import JobStatus, Watcher
-from hpcjax import jobid
-from hpcjax.nodelist import HostlistError, expand_hostlist
+from hpcjax.values import jobid
+from hpcjax.values.nodelist import HostlistError, expand_hostlist
 
 # Read-only queries that may be retried: a controller busy with a burst of RPCs
 # sometimes fails one with no message; following a job must not end on that.

@@ -7,7 +7,7 @@ that did not answer) is not guessed at: that check is left to SLURM."""
 
 from __future__ import annotations
 
-from hpcjax.errors import SpecError, UsageError
+from hpcjax.values.errors import SpecError, UsageError
 from hpcjax.job.spec import JobSpec
 from hpcjax.job.walltime import format_walltime, parse_walltime
 from hpcjax.slurm.site import Partition, gpu_limit

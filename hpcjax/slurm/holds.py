@@ -11,9 +11,10 @@ from __future__ import annotations
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from hpcjax import contract, jobid
+from hpcjax.protocol import contract
+from hpcjax.values import jobid
 from hpcjax.catalog import db, records
-from hpcjax.errors import UsageError
+from hpcjax.values.errors import UsageError
 
 KIND = "hold"  # a hold's catalog row; the jobs run in it are kind "step"
 DIGITS = 6  # a queued job's file names: its number, zero-padded, so the agent's glob sorts them in order
@@ -99,7 +100,7 @@ def naming(name: str, cluster=None):
 
 def status(hold: Hold, cluster=None):
     """SLURM's JobStatus of the hold's job, or None when SLURM no longer knows it (long over)."""
-    from hpcjax.errors import HpcjaxError
+    from hpcjax.values.errors import HpcjaxError
     from hpcjax.slurm import controller
 
     try:

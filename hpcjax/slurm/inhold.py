@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import dataclasses
 
-from hpcjax import jobid
-from hpcjax.contract import FINISHED_STATES, WARNING_SIGNAL, Layout, rank_log_path
-from hpcjax.errors import HpcjaxError, UsageError
+from hpcjax.values import jobid
+from hpcjax.protocol.contract import FINISHED_STATES, WARNING_SIGNAL, Layout, rank_log_path
+from hpcjax.values.errors import HpcjaxError, UsageError
 from hpcjax.follow.outcome import Finding, Outcome
 from hpcjax.follow.run import Run
 from hpcjax.hosts.cluster import Cluster
@@ -157,7 +157,7 @@ def check(sub) -> None:
                          f"start another: hpcjax hold --name {hold.name} --nodes {hold.layout.nodes} "
                          f"--gpus-per-node {hold.layout.gpus_per_node} --time HH:MM:SS")
     if sub.spec.exclude and found.nodelist and found.state == "RUNNING":
-        from hpcjax.nodelist import expand_hostlist
+        from hpcjax.values.nodelist import expand_hostlist
 
         left = [node for node in expand_hostlist(found.nodelist) if node not in sub.spec.exclude]
         if len(left) < sub.spec.layout.nodes:
@@ -168,7 +168,7 @@ def check(sub) -> None:
 
 def queue(sub) -> tuple[InHoldRun, dict]:
     """Queue the job in its hold: its Run, and what its record keeps of the hold."""
-    from hpcjax.follow.run import say
+    from hpcjax.follow.progress import say
     from hpcjax.slurm.script import render_sbatch
 
     hold = the_hold(sub)

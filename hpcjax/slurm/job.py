@@ -8,11 +8,11 @@ import dataclasses
 import time
 from datetime import datetime
 
-from hpcjax import jobid
+from hpcjax.values import jobid
 from hpcjax.catalog import records
-from hpcjax.contract import (DEFAULT_OUTPUT_DIR, FINISHED_STATES, PREFLIGHT_BAD_KEY, PREFLIGHT_KEY, Layout,
+from hpcjax.protocol.contract import (DEFAULT_OUTPUT_DIR, FINISHED_STATES, PREFLIGHT_BAD_KEY, PREFLIGHT_KEY, Layout,
                              batch_log_path, preflight_paths, rank_log_path)
-from hpcjax.errors import SubmitError
+from hpcjax.values.errors import SubmitError
 from hpcjax.follow.outcome import Outcome, analyze, last_attempt, preflight_failed, srun_events, tail_lines
 from hpcjax.follow.run import Run
 from hpcjax.hosts.cluster import Cluster
@@ -138,7 +138,7 @@ class SlurmRun(Run):
     def _keep_preflight_failures(self, attempts: list[dict]) -> None:
         """The nodes a preflight of this job failed (the job's end, or left out for a spare), into its
         record: `hpcjax nodes` lists them."""
-        from hpcjax.preflight_rules import reason_of
+        from hpcjax.protocol.preflight_rules import reason_of
 
         failures = [{"node": node, "attempt": a.get("attempt"), "at": a.get("end"),
                      "what": reason_of(str(a[PREFLIGHT_KEY]), node) or a[PREFLIGHT_KEY]}

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 
-from hpcjax.errors import SubmitError
+from hpcjax.values.errors import SubmitError
 from hpcjax.job.spec import JobSpec
 from hpcjax.slurm import commands, controller
 from hpcjax.slurm.script import render_sbatch

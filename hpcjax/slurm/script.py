@@ -12,9 +12,11 @@ from pathlib import Path
 import jinja2
 from jinja2.sandbox import SandboxedEnvironment
 
-from hpcjax import __version__, contract, shellword, timeouts
-from hpcjax.statuses import signal_words
-from hpcjax.errors import SpecError
+from hpcjax import __version__
+from hpcjax.protocol import contract, timeouts
+from hpcjax.values import shellword
+from hpcjax.protocol.statuses import signal_words
+from hpcjax.values.errors import SpecError
 from hpcjax.containers import binds
 from hpcjax.job.spec import JobSpec
 

@@ -10,9 +10,9 @@ import time
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 
-from hpcjax import jobid
-from hpcjax.contract import FINISHED_STATES
-from hpcjax.errors import HpcjaxError
+from hpcjax.values import jobid
+from hpcjax.protocol.contract import FINISHED_STATES
+from hpcjax.values.errors import HpcjaxError
 from hpcjax.slurm import reasons
 from hpcjax.slurm.commands import ATTEMPT_FIELDS
 

@@ -8,6 +8,10 @@ shardings (mesh and PartitionSpecs), model, data, step (optimizer and the jitted
 step), loop (resume, step, record, checkpoint), metrics, checkpoint. Training
 code imports rank code (to initialize JAX), never launch code. Importing this
 package does not import JAX; `train` does, when it is first used.
+
+Beside the loop: `pipeline` (pipeline parallelism), `stage` (the run's stage), `stop` (stopping
+together on SLURM's warning), `warm` (what a restart reuses), `observe` (time to the first step,
+traces), `pace` (which rank sets the pace), `scalars` (TensorBoard output).
 """
 
 from hpcjax.train.config import STRATEGIES, ModelConfig, TrainConfig

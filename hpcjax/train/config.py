@@ -13,10 +13,10 @@ import os
 import re
 from dataclasses import dataclass, field
 
-from hpcjax.contract import COMPILE_CACHE_ENV, DEFAULT_RUN_DIR
-from hpcjax.errors import ConfigError
-from hpcjax.validate import require_choice, require_int, require_number
-from hpcjax.rundir import RunDir
+from hpcjax.protocol.contract import COMPILE_CACHE_ENV, DEFAULT_RUN_DIR
+from hpcjax.values.errors import ConfigError
+from hpcjax.values.validate import require_choice, require_int, require_number
+from hpcjax.protocol.rundir import RunDir
 
 STRATEGIES = ("dp", "fsdp", "tp", "fsdp_tp", "hsdp",  # hsdp: FSDP within each node, data parallel across nodes
               "pp", "dp_pp")  # pp: every device a pipeline stage; dp_pp: stages x data-parallel replicas

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from hpcjax.errors import UsageError
+from hpcjax.values.errors import UsageError
 
 VALIDATION_EVERY = 20  # one file in twenty goes to validation (by a hash of its name)
 

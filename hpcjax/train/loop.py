@@ -17,9 +17,9 @@ import sys
 
 import jax
 
-from hpcjax.rank import compile_cache
-from hpcjax.rank.barriers import coordination_client, line_up
-from hpcjax.rundir import RunDir
+from hpcjax.rank.cache import compile_cache
+from hpcjax.rank.start.barriers import coordination_client, line_up
+from hpcjax.protocol.rundir import RunDir
 from hpcjax.train import data
 from hpcjax.train.checkpoint import Checkpoints
 from hpcjax.train.config import TrainConfig
@@ -31,7 +31,7 @@ from hpcjax.train.shardings import describe_mesh
 from hpcjax.train.step import StepProgram, build_program, learning_rate, node_of
 from hpcjax.train.stop import StepProgress, StopRequest
 from hpcjax.train.warm import compiled_program
-from hpcjax.contract import node_name
+from hpcjax.protocol.contract import node_name
 
 
 def say_on_process_0(text: str) -> None:
@@ -99,7 +99,7 @@ def train(cfg: TrainConfig) -> dict:
 
 def start_process(cfg: TrainConfig) -> None:
     """JAX initialized for the job's layout, the compilation cache and the profiler server on."""
-    from hpcjax.rank.runtime import initialize
+    from hpcjax.rank.start.runtime import initialize
 
     initialize()  # a no-op when the caller has already initialized
     if cfg.compile_cache_dir():

@@ -1,6 +1,6 @@
 """The cookbook's record writer: a step's metrics are read only after the next
 step has been dispatched, so the host never waits for the devices inside the
-training loop. Writes JSON lines into the run directory, TensorBoard scalars (rank.scalars)
+training loop. Writes JSON lines into the run directory, TensorBoard scalars (train.scalars)
 and a progress line on stderr, all on process 0 only.
 """
 
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import jax
 
-from hpcjax.rank.scalars import Scalars
+from hpcjax.train.scalars import Scalars
 from hpcjax.train.stage import Stage
 
 # metrics.jsonl's names -> TensorBoard's tags (grouped into sections by the prefix)

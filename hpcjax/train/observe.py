@@ -14,8 +14,8 @@ from pathlib import Path
 
 import jax
 
-from hpcjax.rank import runtime
-from hpcjax.rundir import RunDir
+from hpcjax.rank.start import runtime
+from hpcjax.protocol.rundir import RunDir
 from hpcjax.train.stage import Stage
 
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
-from hpcjax.errors import ConfigError
+from hpcjax.values.errors import ConfigError
 from hpcjax.train.config import PIPELINES, STRATEGIES
 
 REPLICA, DATA, TENSOR = "replica", "data", "tensor"

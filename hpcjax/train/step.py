@@ -25,8 +25,8 @@ import numpy as np
 import optax
 from jax.sharding import PartitionSpec as P
 
-from hpcjax.contract import Layout
-from hpcjax.rank.barriers import line_up
+from hpcjax.protocol.contract import Layout
+from hpcjax.rank.start.barriers import line_up
 from hpcjax.train import data, model, pipeline, shardings
 from hpcjax.train.config import PIPELINES, TrainConfig
 from hpcjax.train.warm import compiled_program

@@ -21,9 +21,9 @@ from pathlib import Path
 
 import jax
 
-from hpcjax.contract import STOP_MARKER_ENV
-from hpcjax.rank import hangwatch
-from hpcjax.rank.barriers import coordination_client
+from hpcjax.protocol.contract import STOP_MARKER_ENV
+from hpcjax.rank.watch import hangwatch
+from hpcjax.rank.start.barriers import coordination_client
 from hpcjax.train.stage import Stage
 
 BARRIER_TIMEOUT_MS = 10 * 60 * 1000  # a rank that never comes is ended by srun long before
@@ -64,7 +64,7 @@ class StopRequest:
 
 
 class StepProgress(Stage):
-    """The start of every step is progress for the hang watch (hpcjax.rank.hangwatch): a job
+    """The start of every step is progress for the hang watch (hpcjax.rank.watch.hangwatch): a job
     whose ranks stop starting steps ends by itself, naming the rank that held it. Checkpoint
     saves go inside `hold()`; after the last step the watch is closed."""
 

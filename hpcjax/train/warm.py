@@ -1,5 +1,5 @@
 """What a restart reuses of `hpcjax train`'s start: the compiled executables of its
-programs (rank.executables), keyed by the configuration's fields that change the program and by
+programs (rank.cache.executables), keyed by the configuration's fields that change the program and by
 this package's own source, so an edit to the model code never loads a stale program.
 The corpus is kept by train.data, the checkpoint restored into shapes by train.step."""
 
@@ -11,8 +11,8 @@ from functools import lru_cache
 from pathlib import Path
 
 import hpcjax
-from hpcjax.rank import compile_cache
-from hpcjax.rank.executables import ExecutableStore
+from hpcjax.rank.cache import compile_cache
+from hpcjax.rank.cache.executables import ExecutableStore
 from hpcjax.train.config import TrainConfig
 
 # TrainConfig fields the compiled step does not depend on (the learning rate is an argument);

@@ -184,7 +184,7 @@ def resume_after_failure(backend: str, storage: Path, interrupt) -> None:
     must find nothing)."""
     import pytest
 
-    from hpcjax.contract import COMPILE_CACHE_ENV
+    from hpcjax.protocol.contract import COMPILE_CACHE_ENV
 
     with pytest.MonkeyPatch.context() as patch:
         patch.delenv(COMPILE_CACHE_ENV, raising=False)

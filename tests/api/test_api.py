@@ -8,7 +8,7 @@ import pytest
 import hpcjax
 from hpcjax.api import session
 from hpcjax.hosts.here import node_local_reason
-from hpcjax.errors import SpecError, UsageError
+from hpcjax.values.errors import SpecError, UsageError
 
 
 def loop_with_config(config):

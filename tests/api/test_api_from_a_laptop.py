@@ -16,7 +16,7 @@ import time
 import pytest
 
 import hpcjax
-from hpcjax.errors import UsageError
+from hpcjax.values.errors import UsageError
 from api_cases import EXAMPLE, REMOTE_EXAMPLE, by_hand_losses
 
 USER_MODULE = '''\

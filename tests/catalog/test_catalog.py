@@ -18,7 +18,7 @@ import pytest
 from conftest import run_hpcjax
 from hpcjax.catalog import db
 from hpcjax.cli.runs import parse_since, usage
-from hpcjax.errors import UsageError
+from hpcjax.values.errors import UsageError
 from hpcjax.slurm.status import parse_attempts
 from hpcjax.catalog import keep as runs
 

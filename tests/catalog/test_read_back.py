@@ -10,7 +10,7 @@ import pytest
 
 from hpcjax import launch
 from hpcjax.catalog import records
-from hpcjax.errors import UsageError
+from hpcjax.values.errors import UsageError
 from hpcjax.hosts.cluster import Cluster
 from hpcjax.job import profiles
 

@@ -18,7 +18,7 @@ import pytest
 
 import hpcjax
 from conftest import REPO
-from hpcjax.errors import UsageError
+from hpcjax.values.errors import UsageError
 from hpcjax.job.spec import JobSpec
 from hpcjax.slurm.script import render_sbatch
 from test_bad_input import cli, empty, refused  # noqa: F401 (the fixture)

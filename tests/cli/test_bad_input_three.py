@@ -12,7 +12,7 @@ import sys
 import pytest
 
 import hpcjax
-from hpcjax.errors import HpcjaxError, UsageError
+from hpcjax.values.errors import HpcjaxError, UsageError
 from test_bad_input import cli, empty, refused  # noqa: F401 (the fixture)
 
 
@@ -129,7 +129,7 @@ def test_logs_into_a_closed_pipe_ends_quietly(tmp_path):
 ])
 def test_hpcjax_compiled_refuses_what_it_cannot_key_before_it_writes(tmp_path, monkeypatch, function, name, words):
     """A name that was a path wrote outside the cache; a plain function gave a traceback from deep inside."""
-    from hpcjax.rank import executables
+    from hpcjax.rank.cache import executables
 
     class Jitted:  # stands for jax.jit(f): only its .trace would be called, after the checks
         def trace(self, *args):

@@ -17,16 +17,16 @@ import sys
 import pytest
 
 # hpcjax's own modules each verb may import (container runtimes: the table loads them all).
-COMMON = {"hpcjax", "hpcjax.cli", "hpcjax.cli.options", "hpcjax.contract", "hpcjax.envnames", "hpcjax.errors", "hpcjax.jobid",
-          "hpcjax.timeouts", "hpcjax.validate", "hpcjax.shellword", "hpcjax.job", "hpcjax.job.spec",
+COMMON = {"hpcjax", "hpcjax.values", "hpcjax.protocol", "hpcjax.cli", "hpcjax.cli.options", "hpcjax.protocol.contract", "hpcjax.protocol.envnames", "hpcjax.values.errors", "hpcjax.values.jobid",
+          "hpcjax.protocol.timeouts", "hpcjax.values.validate", "hpcjax.values.shellword", "hpcjax.job", "hpcjax.job.spec",
           "hpcjax.job.extras", "hpcjax.job.after", "hpcjax.job.envvars", "hpcjax.job.walltime", "hpcjax.containers",
           "hpcjax.containers.binds",
           "hpcjax.containers.table",
           "hpcjax.hosts", "hpcjax.hosts.files", "hpcjax.hosts.here", "hpcjax.hosts.ssh"}
-FOLLOW = {"hpcjax.follow", "hpcjax.follow.hangs", "hpcjax.follow.outcome", "hpcjax.follow.ranklogs",
-          "hpcjax.follow.run", "hpcjax.follow.stacks", "hpcjax.follow.triage", "hpcjax.jsonlines", "hpcjax.rundir",
-          "hpcjax.nodelist",
-          "hpcjax.statuses"}
+FOLLOW = {"hpcjax.follow", "hpcjax.follow.progress", "hpcjax.follow.hangs", "hpcjax.follow.outcome", "hpcjax.follow.ranklogs",
+          "hpcjax.follow.run", "hpcjax.follow.stacks", "hpcjax.follow.triage", "hpcjax.values.jsonlines", "hpcjax.protocol.rundir",
+          "hpcjax.values.nodelist",
+          "hpcjax.protocol.statuses"}
 CATALOG = {"hpcjax.catalog", "hpcjax.catalog.db", "hpcjax.catalog.keep", "hpcjax.catalog.records"}
 LOCAL = {"hpcjax.backends", "hpcjax.backends.local", "hpcjax.localjobs", "hpcjax.localjobs.chains",
          "hpcjax.localjobs.environment", "hpcjax.localjobs.processes", "hpcjax.localjobs.queue"}
@@ -35,7 +35,7 @@ JOB_VERBS = {"hpcjax.cli.jobs", "hpcjax.cli.kinds", "hpcjax.cli.outputs", "hpcja
 ALLOWED = {
     "render": COMMON | {"hpcjax.cli.jobs", "hpcjax.cli.kinds", "hpcjax.cli.outputs", "hpcjax.job.profiles",
                         "hpcjax.job.sweeps", "hpcjax.hosts.cluster", "hpcjax.slurm", "hpcjax.slurm.script",
-                        "hpcjax.statuses"},
+                        "hpcjax.protocol.statuses"},
     "runs": COMMON | FOLLOW | CATALOG | LOCAL | {"hpcjax.cli.runs"},
     "status": COMMON | FOLLOW | CATALOG | LOCAL | JOB_VERBS,
     "logs": COMMON | FOLLOW | CATALOG | LOCAL | JOB_VERBS,

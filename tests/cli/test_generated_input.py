@@ -17,8 +17,8 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from hpcjax import shellword
-from hpcjax.errors import ConfigError, UsageError
+from hpcjax.values import shellword
+from hpcjax.values.errors import ConfigError, UsageError
 from hpcjax.job import profiles
 from hpcjax.pages.page import render
 from hpcjax.pages.record import read_run

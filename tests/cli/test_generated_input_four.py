@@ -14,8 +14,8 @@ import stat
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hpcjax import envnames
-from hpcjax.errors import HpcjaxError
+from hpcjax.protocol import envnames
+from hpcjax.values.errors import HpcjaxError
 from test_bad_input import cli
 from test_generated_input_three import SETTINGS, clean, numbers
 

@@ -14,9 +14,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import hpcjax
-from hpcjax import jsonlines
+from hpcjax.values import jsonlines
 from hpcjax.catalog import records
-from hpcjax.errors import HpcjaxError
+from hpcjax.values.errors import HpcjaxError
 from hpcjax.job import profiles
 from hpcjax.job.after import parse_after
 
@@ -132,7 +132,7 @@ def test_frames_through_any_noise_come_back_whole_or_are_named(entries, noise, c
 @SETTINGS
 @given(name=hostile | st.text(max_size=70))
 def test_compiled_refuses_a_name_that_is_not_plain(tmp_path_factory, name):
-    from hpcjax.rank.executables import PROGRAM_NAME, check_program
+    from hpcjax.rank.cache.executables import PROGRAM_NAME, check_program
 
     class Jitted:
         def trace(self, *args):

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from hpcjax import jobid
-from hpcjax.errors import SpecError
+from hpcjax.values import jobid
+from hpcjax.values.errors import SpecError
 from hpcjax.job.spec import JobSpec
 from hpcjax.slurm.script import render_sbatch
 from support import cli

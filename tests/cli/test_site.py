@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from hpcjax.cli.site import profile_lines, profile_text, summary
-from hpcjax.errors import ConfigError
+from hpcjax.values.errors import ConfigError
 from hpcjax.job import profiles
 from hpcjax.slurm import commands, site
 

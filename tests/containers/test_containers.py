@@ -7,12 +7,12 @@ import subprocess
 
 import pytest
 
-from hpcjax.errors import LayoutError, SpecError
+from hpcjax.values.errors import LayoutError, SpecError
 from hpcjax.containers.binds import hpcjax_package_dir
 from hpcjax.slurm.script import render_sbatch
 from hpcjax.job.spec import Container, JobSpec, Layout
-from hpcjax.rank import runtime
-from hpcjax.rank.mapping import resolve
+from hpcjax.rank.start import runtime
+from hpcjax.rank.start.mapping import resolve
 
 HOSTILE = "/data/it's $(touch pwned) `x` \"q\""
 
@@ -61,7 +61,7 @@ def test_apptainer_binds_hpcjax_logs_and_passes_what_ranks_need_under_cleanenv(t
                               env={"MY_VAR": "1", "LD_LIBRARY_PATH": "/opt/lib"}))
     line = launch_line(text)
     assert f'apptainer exec --nv --cleanenv --bind "$HPCJAX_LOG_DIR" --bind {hpcjax_package_dir()}:/opt/hpcjax/lib/hpcjax' in line
-    assert "export APPTAINERENV_PYTHONPATH=/opt/hpcjax/lib/hpcjax/rank/exithook:/opt/hpcjax/lib\n" in text
+    assert "export APPTAINERENV_PYTHONPATH=/opt/hpcjax/lib/hpcjax/rank/watch/exithook:/opt/hpcjax/lib\n" in text
     assert "export APPTAINERENV_LD_LIBRARY_PATH=/opt/lib\n" in text  # Apptainer never passes the host's
     assert 'case $v in SLURM_*|SLURMD_NODENAME|JAX_*|XLA_*|NCCL_*|CUDA_VISIBLE_DEVICES|HPCJAX_*' in line
     assert '|MY_VAR|LD_LIBRARY_PATH) export "APPTAINERENV_$v=${!v}"' in line
@@ -82,7 +82,7 @@ def test_charliecloud_prepares_the_image_and_cleans_the_environment_before_ch_ru
     assert 'touch "$hpcjax_image/etc/hosts"' in text
     line = launch_line(text)
     assert (f'ch-run -b "$PWD" -c "$PWD" -b "$HPCJAX_LOG_DIR" -b /shared/run:/run-dir '
-            f"-b {hpcjax_package_dir()}:/opt/hpcjax/lib/hpcjax --set-env=PYTHONPATH=/opt/hpcjax/lib/hpcjax/rank/exithook:/opt/hpcjax/lib "
+            f"-b {hpcjax_package_dir()}:/opt/hpcjax/lib/hpcjax --set-env=PYTHONPATH=/opt/hpcjax/lib/hpcjax/rank/watch/exithook:/opt/hpcjax/lib "
             '"$hpcjax_image" --') in line
     assert '|PATH|USER|HOME|LANG|TERM) hpcjax_keep+=("$v=${!v}")' in line and 'exec env -i "${hpcjax_keep[@]}"' in line
 
@@ -128,7 +128,7 @@ def test_a_gpu_node_whose_jax_has_no_cuda_plugin_is_refused(monkeypatch):
 
 def test_a_missing_bind_source_is_refused_before_submission(tmp_path, hpcjax_home):
     from hpcjax import launch
-    from hpcjax.errors import UsageError
+    from hpcjax.values.errors import UsageError
 
     sif = tmp_path / "jax.sif"
     sif.touch()

@@ -9,10 +9,10 @@ import pytest
 from hpcjax.cli import build_parser
 from hpcjax.containers import table
 from hpcjax.containers.table import Launch, Runtime, register
-from hpcjax.errors import SpecError
+from hpcjax.values.errors import SpecError
 from hpcjax.slurm.script import render_sbatch
 from hpcjax.job.spec import Container, JobSpec, Layout
-from hpcjax.rank.runtime import container_name
+from hpcjax.rank.start.runtime import container_name
 
 
 class Podman(Runtime):

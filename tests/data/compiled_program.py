@@ -11,7 +11,8 @@ import sys
 import jax
 import numpy as np
 
-from hpcjax.rank import compile_cache, compiled
+from hpcjax.rank.cache import compile_cache
+from hpcjax.rank import compiled
 
 compile_cache.enable(sys.argv[1])
 scale, offsets = float(sys.argv[2]), np.array([float(x) for x in sys.argv[3].split(",")], np.float32)
@@ -22,6 +23,6 @@ def step(x):
 
 
 value = compiled(jax.jit(step), np.ones(4, np.float32), name="step")(np.ones(4, np.float32))
-from hpcjax.rank.executables import started  # noqa: E402
+from hpcjax.rank.cache.executables import started  # noqa: E402
 
 print(json.dumps({"how": started[-1]["how"], "value": float(value)}))

@@ -1,4 +1,4 @@
-"""A small sharded program through rank.executables, for tests/rank/test_executables.py.
+"""A small sharded program through rank.cache.executables, for tests/rank/test_executables.py.
 
     python executable_program.py CACHE_DIR ROWS MESH [FAKE_JAX_VERSION]
 
@@ -18,8 +18,8 @@ cache, rows, mesh_shape = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 if len(sys.argv) > 4:
     jax.__version__ = sys.argv[4]  # as if another JAX had stored the executable
 
-from hpcjax.rank import compile_cache  # noqa: E402
-from hpcjax.rank.executables import ExecutableStore  # noqa: E402
+from hpcjax.rank.cache import compile_cache  # noqa: E402
+from hpcjax.rank.cache.executables import ExecutableStore  # noqa: E402
 
 compile_cache.enable_from_environment()  # HPCJAX_COMPILE_CACHE: JAX's persistent cache as well
 

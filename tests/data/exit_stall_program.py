@@ -3,7 +3,7 @@
 result's shape printed, the end. A shape needs no values: JAX dispatches asynchronously, so the
 collective that computes the dot is still in flight when the program returns. With bare `sbatch`
 + `srun` and no hpcjax, such jobs sat ~150 s at exit in 4 of 6 runs at 2 nodes x 4 ranks per node
-on the dev cluster (hpcjax.rank.exitguard says why).
+on the dev cluster (hpcjax.rank.watch.exitguard says why).
 
 Knobs (env): END, how the program ends (tests/data/program_ends.py; default: it returns);
 RANK0_WORK_S keeps process 0 working that long after its dot (writing its results) before its
@@ -35,7 +35,7 @@ out = jnp.dot(a.T, b)  # contracts the sharded axis: an all-reduce across every 
 work = float(os.environ.get("RANK0_WORK_S", "0"))
 if work and jax.process_index() == 0:
     time.sleep(work)  # process 0's own end (its results written) while the others have ended
-guard = sys.modules.get("hpcjax.rank.exitguard")  # armed by the hook at `import jax`, if it is on the path
+guard = sys.modules.get("hpcjax.rank.watch.exitguard")  # armed by the hook at `import jax`, if it is on the path
 print(f"last line at {time.time():.3f}: process {jax.process_index()} of {jax.process_count()}, shape {out.shape}, "
       f"guard armed: {bool(guard and guard.armed())}", flush=True)
 end(os.environ.get("END", "return"))

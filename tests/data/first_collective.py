@@ -20,7 +20,7 @@ initialize()
 import jax  # noqa: E402
 from jax.experimental import multihost_utils  # noqa: E402
 
-from hpcjax.rank.barriers import line_up  # noqa: E402
+from hpcjax.rank.start.barriers import line_up  # noqa: E402
 
 mode, me = sys.argv[1], jax.process_index()
 if me == 1 and mode == "raise":

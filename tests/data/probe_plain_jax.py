@@ -3,8 +3,8 @@
 import json
 import os
 
-from hpcjax.rank.mapping import resolve
-from hpcjax.rank.plainjax import resolve_like_jax
+from hpcjax.rank.start.mapping import resolve
+from hpcjax.rank.start.plainjax import resolve_like_jax
 
 plain = resolve_like_jax(os.environ)
 slurm_only = {k: v for k, v in os.environ.items() if k not in ("JAX_COORDINATOR_ADDRESS", "JAX_LOCAL_DEVICE_IDS")}

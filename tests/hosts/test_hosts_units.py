@@ -9,11 +9,11 @@ import subprocess
 import pytest
 
 from hpcjax.catalog import records
-from hpcjax.errors import ConfigError, HpcjaxError, UsageError
+from hpcjax.values.errors import ConfigError, HpcjaxError, UsageError
 from hpcjax.hosts import ship
 from hpcjax.hosts.cluster import Cluster
 from hpcjax.hosts.ssh import explain
-from hpcjax.rundir import run_dir_argument
+from hpcjax.protocol.rundir import run_dir_argument
 
 
 def test_a_job_on_a_cluster_has_its_own_record_and_an_ambiguous_id_asks_for_the_cluster(hpcjax_home):

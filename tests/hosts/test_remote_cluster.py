@@ -39,7 +39,7 @@ def write_job(repo, version: str) -> None:
         "      'scratch shipped' if os.path.exists('scratch') else 'scratch left behind', flush=True)\n"
         "print('hpcjax from', os.path.dirname(hpcjax.__file__), flush=True)\n"
         "import sys, jax, sitecustomize\n"  # `import jax` arms the exit guard: its hook is the shipped hpcjax's
-        "from hpcjax.rank import exitguard\n"
+        "from hpcjax.rank.watch import exitguard\n"
         "print('exit guard', exitguard.armed(), 'from', exitguard.__file__, 'site', sitecustomize.__file__, flush=True)\n"
         # the usual script's end (issue 48): a collective still in flight when the program returns
         "import numpy as np, jax.numpy as jnp\n"

@@ -9,7 +9,7 @@ from datetime import datetime, timezone
 import pytest
 
 from hpcjax.catalog import records
-from hpcjax.errors import SpecError
+from hpcjax.values.errors import SpecError
 from hpcjax.hosts.cluster import Cluster
 from hpcjax.job.profiles import job_spec
 from hpcjax.launch import avoiding_failed_nodes

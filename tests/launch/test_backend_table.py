@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from hpcjax import backends, contract
+from hpcjax import backends
+from hpcjax.protocol import contract
 from hpcjax.backends import Backend, register
 from hpcjax.catalog import keep, records
 from support import cli
@@ -67,7 +68,7 @@ class DetachedBackend(Backend):
 
     def check(self, sub, probe) -> None:
         if sub.spec.layout.num_processes > 4:
-            from hpcjax.errors import UsageError
+            from hpcjax.values.errors import UsageError
 
             raise UsageError("the detached backend runs at most 4 shells", "ask for fewer GPUs")
 

@@ -7,7 +7,7 @@ import re
 import subprocess
 from pathlib import Path
 
-from hpcjax import contract
+from hpcjax.protocol import contract
 
 DEVCLUSTER = Path(__file__).resolve().parents[2] / "slurm/devcluster"
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from hpcjax.errors import UsageError
+from hpcjax.values.errors import UsageError
 from hpcjax.job.spec import JobSpec, Layout
 from hpcjax.slurm import fit
 from hpcjax.slurm.site import read_partitions, read_rows

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from hpcjax.contract import Layout
+from hpcjax.protocol.contract import Layout
 from hpcjax.hosts import this_machine
 from hpcjax.job.spec import JobSpec
 from hpcjax.slurm import holds

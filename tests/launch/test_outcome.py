@@ -146,7 +146,7 @@ def test_the_last_attempt_of_a_cancelled_or_timed_out_job_is_not_called_failed(t
     'failed (exit 143)' of a job hpcjax cancelled."""
     import json
 
-    from hpcjax.contract import attempts_log_path
+    from hpcjax.protocol.contract import attempts_log_path
     from hpcjax.follow.run import Run
 
     lines = [{"attempt": 1, "ended": "stopped", "nodes": "node1"},

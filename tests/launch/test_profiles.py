@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO, run_hpcjax
-from hpcjax.errors import ConfigError, SpecError
+from hpcjax.values.errors import ConfigError, SpecError
 from hpcjax.job.profiles import job_spec, resolve
 from hpcjax.slurm.script import render_sbatch
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from hpcjax.hosts import this_machine
-from hpcjax.errors import SubmitError
+from hpcjax.values.errors import SubmitError
 from hpcjax.slurm import reasons
 from hpcjax.slurm.controller import Slurm
 from hpcjax.slurm.job import SlurmRun

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from hpcjax.contract import derived_port
-from hpcjax import shellword
-from hpcjax.errors import SpecError
+from hpcjax.protocol.contract import derived_port
+from hpcjax.values import shellword
+from hpcjax.values.errors import SpecError
 from hpcjax.containers.binds import hpcjax_package_dir
 from hpcjax.slurm.script import render_sbatch
 from hpcjax.job.spec import Container, JobSpec, Layout
@@ -268,8 +268,8 @@ def test_the_stop_marker_reaches_a_cleanenv_container():
 def test_the_coordinator_port_moves_with_each_attempt_in_bash_and_python_alike():
     """A requeued attempt never meets the previous attempt's coordinator (issue 27, part 4):
     the rendered wrapper and the rank side derive the same port from job, step and attempt."""
-    from hpcjax import contract
-    from hpcjax.rank.launchers import read_srun_step
+    from hpcjax.protocol import contract
+    from hpcjax.rank.start.launchers import read_srun_step
 
     ports = []
     for restarts in (None, "1", "2", "3", "16"):

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from hpcjax.contract import Layout
+from hpcjax.protocol.contract import Layout
 from hpcjax.job.spec import JobSpec
 from hpcjax.slurm import commands, versions
 from hpcjax.slurm.controller import Slurm

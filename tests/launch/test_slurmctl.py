@@ -5,7 +5,7 @@ import subprocess
 
 import pytest
 
-from hpcjax.errors import HpcjaxError, UsageError
+from hpcjax.values.errors import HpcjaxError, UsageError
 from hpcjax.slurm.controller import Slurm, check_job_id
 
 

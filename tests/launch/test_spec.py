@@ -1,6 +1,6 @@
 import pytest
 
-from hpcjax.errors import SpecError, UsageError
+from hpcjax.values.errors import SpecError, UsageError
 from hpcjax.job.envvars import parse_env_assignment
 from hpcjax.job.spec import Container, JobSpec, Layout
 from hpcjax.job.walltime import format_walltime, parse_walltime

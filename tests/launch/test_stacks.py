@@ -14,7 +14,7 @@ import pytest
 
 from conftest import run_hpcjax
 from hpcjax.follow import stacks
-from hpcjax.rank import stacks as node
+from hpcjax.rank.watch import stacks as node
 
 PROGRAM = """
 import os, sys, time
@@ -139,7 +139,7 @@ def srun_merged(senders: dict[str, list[str]], cut: int = 1024) -> str:
 
 def test_deep_stacks_cross_srun_whole_when_its_output_cuts_and_interleaves_lines():
     """The defect of issue 34: one JSON line per rank, cut by srun, failed to parse (a traceback)."""
-    from hpcjax import jsonlines
+    from hpcjax.values import jsonlines
 
     entries = {"node1": [deep_entry(r, "node1") for r in range(4)],
                "node2": [deep_entry(r, "node2") for r in range(4, 8)]}
@@ -154,7 +154,7 @@ def test_deep_stacks_cross_srun_whole_when_its_output_cuts_and_interleaves_lines
 
 
 def test_a_node_whose_frames_arrived_incomplete_is_named_not_a_traceback():
-    from hpcjax import jsonlines
+    from hpcjax.values import jsonlines
 
     good = jsonlines.frame(deep_entry(0, "node1"), "node1", 0)
     cut = jsonlines.frame(deep_entry(4, "node2"), "node2", 0)
@@ -167,7 +167,7 @@ def test_the_node_side_sends_its_answer_as_frames(monkeypatch, capsys):
     monkeypatch.setattr(node, "node_stacks", lambda job, step, native=False: [deep_entry(1, "node1")])
     monkeypatch.setenv("SLURMD_NODENAME", "node1")
     assert node.main(["123"]) == 0
-    from hpcjax import jsonlines
+    from hpcjax.values import jsonlines
 
     out = capsys.readouterr().out
     assert all(len(line) < 500 for line in out.splitlines())

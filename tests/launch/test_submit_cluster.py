@@ -14,7 +14,7 @@ import time
 import pytest
 
 from conftest import run_hpcjax
-from hpcjax.errors import HpcjaxError
+from hpcjax.values.errors import HpcjaxError
 
 pytestmark = pytest.mark.cluster
 

@@ -13,7 +13,7 @@ import pytest
 
 import hpcjax
 from conftest import DATA_DIR, run_hpcjax
-from hpcjax.errors import UsageError
+from hpcjax.values.errors import UsageError
 from hpcjax.job import sweeps
 from hpcjax.slurm.script import render_sbatch
 from hpcjax.job.after import dependencies

@@ -1,4 +1,4 @@
-"""Before its first collective a program lines its processes up (rank.barriers.line_up): JAX's
+"""Before its first collective a program lines its processes up (rank.start.barriers.line_up): JAX's
 CPU collectives give a process 30 s to join a new communicator, and processes that compiled at
 different speeds arrive further apart than that. And a process that raised ends at once,
 instead of waiting in JAX's shutdown barrier for processes that wait in a collective for it.
@@ -15,7 +15,7 @@ import pytest
 from conftest import DATA_DIR
 from hpcjax import launch
 from hpcjax.job.spec import JobSpec, Layout
-from hpcjax.rank import barriers
+from hpcjax.rank.start import barriers
 
 pytestmark = pytest.mark.jax  # the unit tests patch JAX too
 

@@ -113,7 +113,7 @@ def test_plain_jax_resolves_what_hpcjax_maps_on_the_local_backend(tmp_path, hpcj
 
 @pytest.mark.parametrize("nodes", range(1, 10))
 def test_the_pair_rounds_meet_every_pair_of_nodes_once_and_no_node_twice_a_round(nodes):
-    from hpcjax.rank.pairs import rounds
+    from hpcjax.rank.prove.pairs import rounds
 
     schedule = rounds(nodes)
     met = [pair for pairs in schedule for pair in pairs]

@@ -1,4 +1,4 @@
-"""The step's executable kept between starts (rank.executables): a second start loads it and
+"""The step's executable kept between starts (rank.cache.executables): a second start loads it and
 computes the same bits; any change of the key compiles and says which part changed; a
 damaged file or another user's file is never loaded. Each start is a fresh process, as a
 restart is (XLA refuses to load one executable twice in a process)."""

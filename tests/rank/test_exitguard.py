@@ -20,9 +20,9 @@ from pathlib import Path
 import pytest
 
 from conftest import DATA_DIR, REPO
-from hpcjax import timeouts
+from hpcjax.protocol import timeouts
 from hpcjax.containers import binds
-from hpcjax.errors import ConfigError
+from hpcjax.values.errors import ConfigError
 from hpcjax.job.spec import Container, JobSpec, Layout
 from hpcjax.localjobs.environment import rank_environment
 from hpcjax.slurm.script import render_sbatch
@@ -197,4 +197,4 @@ def test_a_hostile_package_path_is_only_ever_a_word(tmp_path):
     fragment = text[start:text.index("\nfi\n", start) + 4]
     ran = subprocess.run(["bash", "-c", fragment], capture_output=True, text=True)
     assert ran.returncode == 0 and not (tmp_path / "pwned").exists(), ran.stderr
-    assert f"hook is not on {os.uname().nodename} at {hostile}/rank/exithook:" in ran.stdout
+    assert f"hook is not on {os.uname().nodename} at {hostile}/rank/watch/exithook:" in ran.stdout

@@ -15,11 +15,11 @@ import time
 import pytest
 
 from conftest import DATA_DIR, run_hpcjax
-from hpcjax import timeouts
-from hpcjax.errors import ConfigError
+from hpcjax.protocol import timeouts
+from hpcjax.values.errors import ConfigError
 from hpcjax.launch import submit
 from hpcjax.job.spec import JobSpec, Layout
-from hpcjax.timeouts import HangSettings
+from hpcjax.protocol.timeouts import HangSettings
 
 PROGRAM = str(DATA_DIR / "hang_program.py")  # the modes are described there
 FAST = {"HPCJAX_HANG_FLOOR": "4", "HPCJAX_HANG_CEILING": "60"}
@@ -92,7 +92,7 @@ def test_a_process_whose_progress_stops_ends_itself_and_leaves_its_stack(tmp_pat
 
 
 def test_a_pause_inside_hold_and_the_time_after_close_are_not_watched(tmp_path):
-    program = ("import time\nfrom hpcjax.rank import hangwatch, hold, progress\nfor s in range(8):\n"
+    program = ("import time\nfrom hpcjax.rank import hold, progress\nfrom hpcjax.rank.watch import hangwatch\nfor s in range(8):\n"
                "    progress(s)\n    time.sleep(0.05)\nwith hold():\n    time.sleep(1.6)\nprogress(8)\n"
                "time.sleep(0.05)\nprogress(9)\nhangwatch.close()\ntime.sleep(1.6)\nprint('done')\n")
     done = run_alone(program, {"HPCJAX_HANG_FLOOR": "1", "HPCJAX_HANG_CEILING": "30"}, tmp_path)

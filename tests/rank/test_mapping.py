@@ -2,8 +2,8 @@
 
 import pytest
 
-from hpcjax.errors import LayoutError
-from hpcjax.rank.mapping import PORT_BASE, resolve
+from hpcjax.values.errors import LayoutError
+from hpcjax.rank.start.mapping import PORT_BASE, resolve
 
 
 def step(procid, localid, ntasks, nodelist="node[1-2]", job="1234", step_id="0", cvd=None, **extra):

@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from conftest import DATA_DIR, REPO, run_hpcjax
-from hpcjax.contract import derived_port
+from hpcjax.protocol.contract import derived_port
 
 pytestmark = pytest.mark.cluster
 DATA = DATA_DIR

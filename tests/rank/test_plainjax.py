@@ -7,8 +7,8 @@ import sys
 
 import pytest
 
-from hpcjax.rank.mapping import DistributedEnv
-from hpcjax.rank.plainjax import differences
+from hpcjax.rank.start.mapping import DistributedEnv
+from hpcjax.rank.start.plainjax import differences
 
 pytestmark = pytest.mark.jax  # JAX's own detection code runs here
 

@@ -12,9 +12,9 @@ import difflib
 
 import pytest
 
-from hpcjax.errors import ConfigError, SpecError
-from hpcjax.preflight_rules import Floors, verdict
-from hpcjax.rank import gpuhealth
+from hpcjax.values.errors import ConfigError, SpecError
+from hpcjax.protocol.preflight_rules import Floors, verdict
+from hpcjax.rank.prove import gpuhealth
 
 
 def rank(r, node, gflops=100.0, devices=4, expected=4, kind="cpu", in_node=10.0, storage=None, gpus=None):
@@ -173,7 +173,7 @@ def test_with_spares_the_best_good_nodes_are_chosen_and_the_bad_left_out():
 
 def test_each_failed_nodes_reason_is_read_back_from_the_summary_whole():
     """`hpcjax nodes` lists each node with its own reason, not the whole line (issue 44)."""
-    from hpcjax.preflight_rules import reason_of
+    from hpcjax.protocol.preflight_rules import reason_of
 
     ranks = [rank(0, "n1", 20.0), rank(1, "n2", 100.0), rank(2, "n3", 90.0), rank(3, "n4", 5.0)]
     failed = verdict(ranks, [], Floors(), 6.0)

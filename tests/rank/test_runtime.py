@@ -6,14 +6,14 @@ import time
 
 import pytest
 
-from hpcjax.contract import format_bytes
-from hpcjax.rank.checks import bus_bandwidth
+from hpcjax.values.sizes import format_bytes
+from hpcjax.rank.prove.checks import bus_bandwidth
 from hpcjax.cli.kinds import parse_sizes
-from hpcjax.errors import UsageError
+from hpcjax.values.errors import UsageError
 from hpcjax.localjobs.environment import free_port
-from hpcjax.rank.mapping import DistributedEnv
-from hpcjax.rank.rendezvous import RendezvousError, check_in, gather, roll_call
-from hpcjax.rank.runtime import (InitializeError, heartbeat_timeout_s, init_timeout_s, initialize_kwargs,
+from hpcjax.rank.start.mapping import DistributedEnv
+from hpcjax.rank.start.rendezvous import RendezvousError, check_in, gather, roll_call
+from hpcjax.rank.start.runtime import (InitializeError, heartbeat_timeout_s, init_timeout_s, initialize_kwargs,
                                  prepare_environment)
 from hpcjax.follow.verdicts import verdicts
 
@@ -130,13 +130,13 @@ def test_others_hear_when_process_0_cannot_start_the_coordinator():
 
 
 def test_check_in_without_a_coordinator_says_so(monkeypatch):
-    monkeypatch.setattr("hpcjax.rank.rendezvous.CLIENT_GRACE_S", 0.5)  # the grace after the timeout, shortened
+    monkeypatch.setattr("hpcjax.rank.start.rendezvous.CLIENT_GRACE_S", 0.5)  # the grace after the timeout, shortened
     with pytest.raises(RendezvousError, match="process 3: process 0 at 127.0.0.1:.* did not release .* 1 s"):
         check_in("127.0.0.1", free_port(), 3, 0.5)
 
 
 def test_a_rank_that_cannot_reach_process_0_says_why_at_once_and_again(monkeypatch, capsys):
-    from hpcjax.rank import rendezvous
+    from hpcjax.rank.start import rendezvous
 
     monkeypatch.setattr(rendezvous, "QUIET_REFUSED_S", 0.1)
     monkeypatch.setattr(rendezvous, "SAY_EVERY_S", 0.15)
@@ -201,7 +201,7 @@ def test_smoke_verdicts_fail_missing_and_wrong_ranks():
 
 
 def test_allreduce_failure_prints_what_every_rank_saw():
-    from hpcjax.rank.checks import format_report
+    from hpcjax.rank.prove.checks import format_report
 
     report = {"check": "allreduce", "rank": 0, "processes": 2, "node": "n1", "ok": True, "all_ranks_ok": False,
               "device_count": 2, "seen": [2.0], "expected": 2,
@@ -238,7 +238,7 @@ def test_smoke_reads_reports_whatever_the_order_of_their_keys(tmp_path):
     ([], False),
 ])
 def test_the_bandwidth_check_can_fail(rows, ok):
-    from hpcjax.rank.checks import bandwidth_ok
+    from hpcjax.rank.prove.checks import bandwidth_ok
 
     assert bandwidth_ok(rows) is ok
 
@@ -252,7 +252,7 @@ def test_the_bandwidth_check_can_fail(rows, ok):
 def test_an_uncaught_error_ends_the_rank_at_once_unless_a_peer_went_away_first(error, code, monkeypatch):
     """A rank's own error ends it now (not in JAX's shutdown barrier); a collective that failed
     because another rank went away is that rank's to report, so this one leaves by the usual way."""
-    from hpcjax.rank import runtime
+    from hpcjax.rank.start import runtime
 
     ended, printed = [], []
     monkeypatch.setattr(runtime, "end_now_if_failed", ended.append)

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from hpcjax.errors import ConfigError
+from hpcjax.values.errors import ConfigError
 from hpcjax.train.shardings import AXES, axis_nodes, describe_mesh, mesh_shape
 
 pytestmark = pytest.mark.jax  # needs JAX on this machine

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from hpcjax.errors import ConfigError
+from hpcjax.values.errors import ConfigError
 from hpcjax.train.config import ModelConfig, TrainConfig
 from hpcjax.train.pace import SLOW_SHARE, STREAK, Judge, Verdict, collective_seconds, describe, judge_capture
 

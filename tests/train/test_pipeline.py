@@ -45,7 +45,7 @@ def test_a_pipelined_run_stopped_and_resumed_equals_an_uninterrupted_one(tmp_pat
 
 def test_each_stage_holds_only_its_own_layers():
     program = """
-from hpcjax.rank.runtime import initialize
+from hpcjax.rank.start.runtime import initialize
 initialize()  # 8 emulated devices, as in a job
 from hpcjax.train.config import ModelConfig, TrainConfig
 from hpcjax.train.step import build_program

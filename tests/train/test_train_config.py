@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from hpcjax.errors import ConfigError, UsageError
+from hpcjax.values.errors import ConfigError, UsageError
 from hpcjax.train.config import ModelConfig, TrainConfig
 
 BAD = [

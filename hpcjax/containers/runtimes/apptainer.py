@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from hpcjax.containers.binds import LOG_DIR, binds_of, python_path
 from hpcjax.containers.table import Launch, Runtime, register
-from hpcjax.shellword import word
+from hpcjax.values.shellword import word
 
 
 @register

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from hpcjax.containers.table import BARE, Launch, Runtime, register
-from hpcjax.errors import SpecError
+from hpcjax.values.errors import SpecError
 
 
 @register

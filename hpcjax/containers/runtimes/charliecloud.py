@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from hpcjax.containers.binds import LOG_DIR, binds_of, passed_names, python_path
 from hpcjax.containers.table import Launch, Runtime, register
-from hpcjax.contract import LOG_DIR_ENV
-from hpcjax.errors import SpecError
-from hpcjax.shellword import word
+from hpcjax.protocol.contract import LOG_DIR_ENV
+from hpcjax.values.errors import SpecError
+from hpcjax.values.shellword import word
 
 # What ch-run itself and a shell need when the environment is cleaned before it.
 CH_RUN_KEEPS = ("PATH", "USER", "HOME", "LANG", "TERM")

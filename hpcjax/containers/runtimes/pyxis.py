@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from hpcjax.containers.binds import LOG_DIR, binds_of, python_path
 from hpcjax.containers.table import Launch, Runtime, register
-from hpcjax.errors import SpecError
-from hpcjax.shellword import word
+from hpcjax.values.errors import SpecError
+from hpcjax.values.shellword import word
 
 
 @register

@@ -4,7 +4,7 @@ training configuration (every rank). Standard library only."""
 
 from __future__ import annotations
 
-from hpcjax.errors import UsageError
+from hpcjax.values.errors import UsageError
 
 
 def require_int(name: str, value: object, minimum: int, hint: str, error=UsageError) -> None:

@@ -1,7 +1,7 @@
 """The job's timeouts: one rule each, read from the job's variables on both sides (the hang
 watch's adaptive timeout, the start-up and heartbeat bounds).
 
-The rank side (hpcjax.rank.hangwatch) ends a job whose ranks stop making progress; the
+The rank side (hpcjax.rank.watch.hangwatch) ends a job whose ranks stop making progress; the
 login side checks the variables before anything is submitted and renders XLA's NCCL
 timeout to match. Standard library only (imported in every room).
 
@@ -21,7 +21,7 @@ import math
 import os
 from dataclasses import dataclass
 
-from hpcjax.errors import ConfigError
+from hpcjax.values.errors import ConfigError
 
 FLOOR_ENV = "HPCJAX_HANG_FLOOR"
 CEILING_ENV = "HPCJAX_HANG_CEILING"
@@ -49,14 +49,14 @@ HEARTBEAT_TIMEOUT_ENV = "HPCJAX_HEARTBEAT_TIMEOUT"  # a rank unheard this long (
 # at 20, 69 s at 60) on the dev cluster: the service checks periodically. Nodes that swap or stall longer raise
 # it (--env HPCJAX_HEARTBEAT_TIMEOUT=300).
 DEFAULT_HEARTBEAT_TIMEOUT_S = 30
-EXIT_GUARD_ENV = "HPCJAX_EXIT_GUARD"  # 0 turns off the exit guard (hpcjax.rank.exitguard); 1, the default, keeps it
+EXIT_GUARD_ENV = "HPCJAX_EXIT_GUARD"  # 0 turns off the exit guard (hpcjax.rank.watch.exitguard); 1, the default, keeps it
 # The guard's first form bounded JAX's distributed shutdown and then ended the process itself, with
 # an exit status it could only guess (issue 48): the variable that set that bound is refused, with
 # what replaced it.
 RETIRED_EXIT_BOUND_ENV = "HPCJAX_EXIT_BOUND"
 # The guard's sitecustomize, relative to hpcjax's package directory: put on the ranks' PYTHONPATH
 # so that an unmodified script is guarded too (hpcjax's own programs arm it themselves).
-EXIT_HOOK_DIR = "rank/exithook"
+EXIT_HOOK_DIR = "rank/watch/exithook"
 
 
 def init_timeout_s(environ=os.environ) -> int:

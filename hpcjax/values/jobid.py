@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from hpcjax.errors import UsageError
+from hpcjax.values.errors import UsageError
 
 # SLURM's ids are 32-bit (10 digits); the local backend's are 13; a longer number is no job's.
 PATTERN = re.compile(r"(?P<job>\d{1,19})(?:_(?P<task>\d{1,10}))?(?:\+(?P<component>\d{1,10}))?"

@@ -33,7 +33,7 @@ import pickle
 import re
 from pathlib import Path
 
-from hpcjax.errors import UsageError
+from hpcjax.values.errors import UsageError
 
 FORMAT = 2  # of the file; part of the key
 # JAX settings that change what a program compiles to (read when present in this version)
@@ -181,7 +181,7 @@ class ExecutableStore:
 
 def _persistent_cache_hits() -> int:
     """Programs JAX has taken from its persistent cache so far in this process (0 when it is off)."""
-    from hpcjax.rank import compile_cache
+    from hpcjax.rank.cache import compile_cache
 
     stats = compile_cache.stats()
     return stats.hits if stats is not None else 0
@@ -202,7 +202,7 @@ def compiled(jitted, *args, name: str = "step"):
     """
     import time
 
-    from hpcjax.rank import compile_cache
+    from hpcjax.rank.cache import compile_cache
 
     check_program(jitted, name)
     begun = time.monotonic()

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import difflib
 
-from hpcjax.errors import SpecError
+from hpcjax.values.errors import SpecError
 
 PREFIX = "HPCJAX_"
 YOU, JOB = "you (--env, a profile's env, or your shell)", "the job's script (set by hpcjax)"

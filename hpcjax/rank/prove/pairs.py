@@ -49,7 +49,7 @@ def process_nodes(node: str) -> list[str]:
     once per process: the service keeps a key once)."""
     import jax
 
-    from hpcjax.rank.barriers import coordination_client
+    from hpcjax.rank.start.barriers import coordination_client
 
     client = coordination_client()
     if client is None or jax.process_count() == 1:

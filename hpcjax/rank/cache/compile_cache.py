@@ -20,8 +20,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from hpcjax import contract
-from hpcjax.errors import HpcjaxError
+from hpcjax.protocol import contract
+from hpcjax.values.errors import HpcjaxError
 
 COMPILE_CACHE_ENV = contract.COMPILE_CACHE_ENV
 HITS, MISSES = "/jax/compilation_cache/cache_hits", "/jax/compilation_cache/cache_misses"

@@ -4,7 +4,7 @@ devices:   local and global device counts match the layout (seed 002's query scr
 allreduce: a sum over every global device equals the global device count everywhere.
 bandwidth: an all-reduce sweep over message sizes with nccl-tests' definitions
            (algbw = bytes / time, busbw = algbw * 2(n-1)/n, n = devices), and on
-           several nodes the same sweep between each pair of nodes (rank.pairs).
+           several nodes the same sweep between each pair of nodes (rank.prove.pairs).
 
 Each check returns a plain dict (one JSON line per rank with --json); "ok" says
 whether this rank passed.
@@ -16,10 +16,10 @@ import socket
 
 import numpy as np
 
-from hpcjax import contract
-from hpcjax.contract import format_bytes
-from hpcjax.rank.mapping import DistributedEnv
-from hpcjax.rank.pairs import check_pairs, timed
+from hpcjax.protocol import contract
+from hpcjax.values.sizes import format_bytes
+from hpcjax.rank.start.mapping import DistributedEnv
+from hpcjax.rank.prove.pairs import check_pairs, timed
 
 DEFAULT_SIZES = tuple(4096 * 4 ** i for i in range(8))  # 4 KiB .. 64 MiB per device
 

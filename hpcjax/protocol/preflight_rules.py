@@ -1,5 +1,5 @@
 """The preflight's verdict: which nodes of the allocation are unfit, by which figure, against
-which floor. A pure function of what every rank measured (hpcjax.rank.preflight), run by
+which floor. A pure function of what every rank measured (hpcjax.rank.prove.preflight), run by
 rank 0; standard library only, so it is tested without JAX or a cluster.
 
 Every figure is compared with the allocation's median (a node at less than `ratio` of it is
@@ -25,7 +25,7 @@ import re
 import statistics
 from dataclasses import dataclass
 
-from hpcjax.errors import ConfigError
+from hpcjax.values.errors import ConfigError
 
 FLOOR_ENV = {"ratio": "HPCJAX_PREFLIGHT_RATIO", "gflops": "HPCJAX_PREFLIGHT_GFLOPS",
              "busbw": "HPCJAX_PREFLIGHT_BUSBW", "free_gb": "HPCJAX_PREFLIGHT_FREE_GB"}

@@ -16,8 +16,8 @@ import threading
 import time
 from contextlib import contextmanager
 
-from hpcjax.errors import HpcjaxError
-from hpcjax.nodelist import ranges
+from hpcjax.values.errors import HpcjaxError
+from hpcjax.values.nodelist import ranges
 
 GO = b"go\n"
 ABORT = b"no "  # followed by process 0's reason and a newline

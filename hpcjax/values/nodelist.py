@@ -14,7 +14,7 @@ from __future__ import annotations
 import itertools
 import re
 
-from hpcjax.errors import LayoutError
+from hpcjax.values.errors import LayoutError
 
 _RANGE = re.compile(r"(\d+)(?:-(\d+))?")
 

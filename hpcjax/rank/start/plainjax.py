@@ -12,8 +12,8 @@ from __future__ import annotations
 import os
 from typing import Mapping
 
-from hpcjax.rank.launchers import JAX_COORDINATOR_ADDRESS, JAX_LOCAL_DEVICE_IDS
-from hpcjax.rank.mapping import DistributedEnv
+from hpcjax.rank.start.launchers import JAX_COORDINATOR_ADDRESS, JAX_LOCAL_DEVICE_IDS
+from hpcjax.rank.start.mapping import DistributedEnv
 
 FIELDS = ("coordinator_address", "num_processes", "process_id", "local_device_ids")
 

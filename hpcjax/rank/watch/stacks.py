@@ -1,7 +1,7 @@
 """The Python stacks of a job's ranks on one node, for `hpcjax stacks` (hpcjax.follow.stacks).
 
 Run where the ranks run: on every node of a SLURM job through `srun --overlap --jobid`, or
-on this machine for the local backend (`python -m hpcjax.rank.stacks JOBID [--native]`).
+on this machine for the local backend (`python -m hpcjax.rank.watch.stacks JOBID [--native]`).
 A rank is found by what SLURM (or the local backend) put in its environment: SLURM_JOB_ID
 and SLURM_PROCID, in a task of a step other than this one; of a rank's processes (a shell
 that started Python, Python's own children) the topmost that py-spy can read is dumped.
@@ -13,7 +13,7 @@ bench/stacks.py); nothing else is done to the ranks.
 
 Prints one JSON object per rank on stdout: {"rank", "host", "pid", "threads": py-spy's} or
 {"rank", "host", "error", "hint"}; {"host", "error", "hint"} when no rank runs here. Each
-goes as short frames (hpcjax.jsonlines): srun merges every node's output and cuts long lines,
+goes as short frames (hpcjax.values.jsonlines): srun merges every node's output and cuts long lines,
 and a deep stack is a long line. Standard library only, plus the py-spy binary.
 """
 
@@ -27,7 +27,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from hpcjax import contract, jsonlines
+from hpcjax.protocol import contract
+from hpcjax.values import jsonlines
 
 PY_SPY_ENV = "HPCJAX_PY_SPY"  # the py-spy binary, when it is not on PATH nor beside this Python
 PTRACE_HINT = ("py-spy reads a process with ptrace: run `hpcjax stacks` as the job's user; where "
@@ -128,7 +129,7 @@ def node_stacks(job_id: str, own_step: str | None, native: bool = False) -> list
 
 def main(argv: list[str]) -> int:
     if not argv or not argv[0]:
-        print("usage: python -m hpcjax.rank.stacks JOBID [--native]", file=sys.stderr)
+        print("usage: python -m hpcjax.rank.watch.stacks JOBID [--native]", file=sys.stderr)
         return 2
     own_step = os.environ.get("SLURM_STEP_ID") if os.environ.get("SLURM_JOB_ID") == argv[0] else None
     sender = re.sub(r"[^A-Za-z0-9_.:-]", "_", contract.node_name())

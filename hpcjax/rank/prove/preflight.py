@@ -1,5 +1,5 @@
 """The preflight, on every rank of a job step of its own before the program's (`--preflight`):
-measure this allocation's nodes, let rank 0 judge them (hpcjax.preflight_rules), and end
+measure this allocation's nodes, let rank 0 judge them (hpcjax.protocol.preflight_rules), and end
 every rank with the verdict's exit code, so that the batch script starts the program only on
 nodes that passed.
 
@@ -7,7 +7,7 @@ Each rank measures its devices (count, kind) and a matmul's throughput on each o
 at once; CPU devices, which share their node's cores, one rank at a time); the
 first rank of each node also the job's directory (writable, free space) and, where nvidia-smi is,
 the GPUs' health. Together they time an all-reduce inside each node and the exchange between
-pairs of nodes in round-robin rounds (hpcjax.rank.pairs: every pair once, disjoint pairs at
+pairs of nodes in round-robin rounds (hpcjax.rank.prove.pairs: every pair once, disjoint pairs at
 once, so N nodes take N-1 rounds). What each rank measured reaches rank 0 through JAX's
 coordination service (no device collective: a node that fails may not be able to take part),
 and the verdict comes back the same way.
@@ -25,10 +25,10 @@ from pathlib import Path
 
 import numpy as np
 
-from hpcjax import contract
-from hpcjax.rank import gpuhealth
-from hpcjax.rank.pairs import check_pairs, process_nodes, timed
-from hpcjax.preflight_rules import Floors, verdict
+from hpcjax.protocol import contract
+from hpcjax.rank.prove import gpuhealth
+from hpcjax.rank.prove.pairs import check_pairs, process_nodes, timed
+from hpcjax.protocol.preflight_rules import Floors, verdict
 
 KEY = "hpcjax/preflight"
 # Per device: a message for the all-reduces, the side of the matmul. A GPU's figures need
@@ -44,8 +44,8 @@ def run(denv, floors: Floors, directory: str | None = None, spares: int = 0) -> 
     on the best of them), contract.PREFLIGHT_EXIT when not."""
     import jax
 
-    from hpcjax.rank.barriers import coordination_client, line_up
-    from hpcjax.rank.runtime import init_timeout_s
+    from hpcjax.rank.start.barriers import coordination_client, line_up
+    from hpcjax.rank.start.runtime import init_timeout_s
 
     started = time.monotonic()
     platform = jax.devices()[0].platform
@@ -103,7 +103,7 @@ def run(denv, floors: Floors, directory: str | None = None, spares: int = 0) -> 
 
 def startup_s() -> float | None:
     """Seconds this process took before the preflight began (imports, JAX's initialization)."""
-    from hpcjax.rank.runtime import initialized_at, process_age_s
+    from hpcjax.rank.start.runtime import initialized_at, process_age_s
 
     age = process_age_s()
     return None if age is None or initialized_at is None else max(0.0, age - (time.monotonic() - initialized_at))

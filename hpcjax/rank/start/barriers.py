@@ -1,7 +1,7 @@
 """Barriers of JAX's coordination service: the processes of a job wait for each other
 over gRPC, without the devices.
 
-    from hpcjax.rank.barriers import line_up
+    from hpcjax.rank.start.barriers import line_up
     line_up("first step")   # every process, in the same order, before the program's first collective
 
 Why a program needs one before its first collective: a collective's communicator is made
@@ -39,7 +39,7 @@ def line_up(name: str, timeout_s: float | None = None) -> None:
     if client is None or jax.process_count() == 1:
         return
     if timeout_s is None:
-        from hpcjax.rank.runtime import init_timeout_s
+        from hpcjax.rank.start.runtime import init_timeout_s
 
         timeout_s = init_timeout_s()
     _passed[name] += 1

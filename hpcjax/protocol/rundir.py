@@ -9,9 +9,9 @@ it. Standard library only: it is imported on every rank and on the login side.
     <run>/config.json         the run's configuration and layout
     <run>/profile/            JAX profiler traces (--profile-steps)
     <run>/compile-cache/      JAX's persistent compilation cache (--compile-cache auto), and the
-                              step's serialized executables in executables/ (rank.executables)
+                              step's serialized executables in executables/ (rank.cache.executables)
     <run>/data/               the training corpus, built once and read by every later start
-    <run>/tensorboard/        TensorBoard event files (rank.scalars)
+    <run>/tensorboard/        TensorBoard event files (train.scalars)
     <run>/reports.jsonl       a Trainer run's reports, in order (api.session)
     <run>/checkpoint.json     a Trainer run's latest checkpoint (api.session)
 """

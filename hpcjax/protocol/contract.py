@@ -55,7 +55,7 @@ STOP_MARKER = "%j-stopped"
 # batch script; the batch log gets ATTEMPT_LINE at the start of each attempt.
 ATTEMPTS_LOG = "%j-attempts.jsonl"
 ATTEMPT_LINE = "hpcjax: attempt"
-# The hang watch (hpcjax.rank.hangwatch): the first rank that sees no progress creates the
+# The hang watch (hpcjax.rank.watch.hangwatch): the first rank that sees no progress creates the
 # marker; every rank then leaves its last step and stacks in its own file, which the failure
 # analysis reads. The batch script removes the marker at the start of each attempt.
 HANG_MARKER = "%j-hang"
@@ -69,7 +69,7 @@ STUCK_EXIT_CODE = 124  # what `timeout` returns: the process ended itself for ta
 
 # The words of a collective's error when another process of the job went away (gloo's, NCCL's):
 # a consequence, never the cause. A rank that raised with them leaves the naming to the
-# launcher (rank.runtime), and the failure analysis ranks them below the cause (launch.triage).
+# launcher (rank.start.runtime), and the failure analysis ranks them below the cause (launch.triage).
 PEER_LOST = r"Connection (?:reset|closed) by peer|Broken pipe|remote process exited"
 
 # The coordinator's port, derived per job AND step so two steps of one job never
@@ -288,10 +288,3 @@ def local_node_name(rank: int, layout: Layout) -> str:
     """The node a rank of the local backend stands for: block placement, as srun's."""
     return f"local{layout.node_of(rank)}"
 
-
-def format_bytes(size: int) -> str:
-    """A message size as the checks print it, on both sides of a job (4 KiB, 64 MiB, 1000 B)."""
-    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if size >= scale and size % scale == 0:
-            return f"{size // scale} {unit}"
-    return f"{size} B"

@@ -1,4 +1,4 @@
-"""hpcjax's exit guard for an unmodified program (hpcjax.rank.exitguard), then the site's own
+"""hpcjax's exit guard for an unmodified program (hpcjax.rank.watch.exitguard), then the site's own
 sitecustomize, which this one would otherwise hide: Python imports the first it finds, and a job
 puts this directory first on its ranks' PYTHONPATH.
 
@@ -34,10 +34,10 @@ class _JaxFirst:
 def _arm() -> None:
     try:
         try:
-            from hpcjax.rank import exitguard
+            from hpcjax.rank.watch import exitguard
         except ImportError:  # hpcjax is not on the path itself: it is this directory's package
             sys.path.append(os.path.dirname(os.path.dirname(os.path.dirname(_HERE))))
-            from hpcjax.rank import exitguard
+            from hpcjax.rank.watch import exitguard
         exitguard.arm()
     except Exception as error:  # noqa: BLE001 - a broken hook must not break the user's program
         print(f"hpcjax: exit guard's sitecustomize: not armed: {type(error).__name__}: {error}", file=sys.stderr)

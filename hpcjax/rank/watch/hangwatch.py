@@ -3,10 +3,10 @@ leaves every rank's last step and stacks for the failure report.
 
 Progress is what a rank says it made: `hpcjax train` at the start of every step, the
 Trainer's `hpcjax.report`, or a plain script's own `hpcjax.rank.progress()`. The watch starts
-with the first call, or when the program's exit begins (hpcjax.rank.exitguard: the exit is
+with the first call, or when the program's exit begins (hpcjax.rank.watch.exitguard: the exit is
 watched with the floor, an unmodified script's too, unless close() said the steps were over).
 A thread of the process compares the time since the last one with the adaptive timeout
-(hpcjax.timeouts). A pause on purpose (a checkpoint save, a final
+(hpcjax.protocol.timeouts). A pause on purpose (a checkpoint save, a final
 evaluation) goes inside `hold()`, which the watch does not count.
 
 When a rank sees no progress for its timeout it creates the job's hang marker in the log
@@ -31,8 +31,8 @@ import threading
 import time
 from pathlib import Path
 
-from hpcjax import contract
-from hpcjax.timeouts import GRACE_S, HangSettings
+from hpcjax.protocol import contract
+from hpcjax.protocol.timeouts import GRACE_S, HangSettings
 
 
 def thread_stacks(skip: int | None = None) -> list[dict]:
@@ -78,7 +78,7 @@ class Watch:
         self.exiting = False  # the program has returned: what is left is the interpreter's exit
 
     def program_returned(self) -> None:
-        """From hpcjax.rank.exitguard, once the program's exit begins (it returned, its threads are
+        """From hpcjax.rank.watch.exitguard, once the program's exit begins (it returned, its threads are
         joined): the exit is watched too (an unmodified script's first watch), with the floor as
         its timeout, since an exit is no step.
         Not after close(): the program said its steps were over, and what follows (an async
@@ -204,7 +204,7 @@ _lock = threading.Lock()
 
 
 def watch() -> Watch:
-    """This process's watch, made on first use from the job's variables (hpcjax.timeouts)."""
+    """This process's watch, made on first use from the job's variables (hpcjax.protocol.timeouts)."""
     global _watch
     if _watch is None:  # progress() is called every step: the lock only for the first
         with _lock:
@@ -220,7 +220,7 @@ def progress(step: int | None = None) -> None:
 
 
 def program_returned() -> None:
-    """The program's exit has begun (hpcjax.rank.exitguard): watch it, with the floor."""
+    """The program's exit has begun (hpcjax.rank.watch.exitguard): watch it, with the floor."""
     watch().program_returned()
 
 

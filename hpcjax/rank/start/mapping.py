@@ -13,10 +13,10 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Mapping
 
-from hpcjax import contract
-from hpcjax.errors import LayoutError
-from hpcjax.rank import launchers
-from hpcjax.rank.launchers import JAX_LOCAL_DEVICE_IDS, SLURM_JOB_ID, env_int
+from hpcjax.protocol import contract
+from hpcjax.values.errors import LayoutError
+from hpcjax.rank.start import launchers
+from hpcjax.rank.start.launchers import JAX_LOCAL_DEVICE_IDS, SLURM_JOB_ID, env_int
 
 JAX_PLATFORMS = "JAX_PLATFORMS"
 SLURM_GPUS_ON_NODE = "SLURM_GPUS_ON_NODE"

@@ -1,6 +1,6 @@
 """What every rank runs first: validate the mapping, then initialize JAX from it.
 
-    from hpcjax.rank.runtime import initialize
+    from hpcjax.rank.start.runtime import initialize
     denv = initialize()          # before any other use of JAX
 
 Every value is passed to jax.distributed.initialize explicitly and JAX's own
@@ -22,11 +22,12 @@ import time
 from pathlib import Path
 from typing import MutableMapping
 
-from hpcjax import contract, timeouts
-from hpcjax.errors import ConfigError, HpcjaxError, LayoutError
-from hpcjax.rank import compile_cache, exitguard
-from hpcjax.rank.mapping import DistributedEnv, resolve
-from hpcjax.rank.rendezvous import RendezvousError, roll_call
+from hpcjax.protocol import contract, timeouts
+from hpcjax.values.errors import ConfigError, HpcjaxError, LayoutError
+from hpcjax.rank.cache import compile_cache
+from hpcjax.rank.watch import exitguard
+from hpcjax.rank.start.mapping import DistributedEnv, resolve
+from hpcjax.rank.start.rendezvous import RendezvousError, roll_call
 
 CUDA_PLUGINS = ("jax_cuda12_plugin", "jax_cuda13_plugin")
 PROXY_VARS = ("http_proxy", "https_proxy", "all_proxy", "grpc_proxy")
@@ -76,7 +77,7 @@ def init_timeout_s(environ: MutableMapping[str, str] = os.environ) -> int:
 
 
 def heartbeat_timeout_s(environ: MutableMapping[str, str] = os.environ) -> int:
-    """How long a silent rank may go unheard (hpcjax.timeouts owns the rule)."""
+    """How long a silent rank may go unheard (hpcjax.protocol.timeouts owns the rule)."""
     try:
         return timeouts.heartbeat_timeout_s(environ)
     except ConfigError as error:

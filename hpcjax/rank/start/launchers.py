@@ -11,9 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping
 
-from hpcjax.contract import RESTART_COUNT, derived_port
-from hpcjax.errors import LayoutError
-from hpcjax.nodelist import expand_hostlist
+from hpcjax.protocol.contract import RESTART_COUNT, derived_port
+from hpcjax.values.errors import LayoutError
+from hpcjax.values.nodelist import expand_hostlist
 
 # What JAX itself reads (jax/_src/distributed.py), honoured before any launcher.
 JAX_COORDINATOR_ADDRESS = "JAX_COORDINATOR_ADDRESS"

@@ -50,9 +50,9 @@ import signal
 import sys
 import threading
 
-from hpcjax import contract
-from hpcjax.rank import hangwatch
-from hpcjax.timeouts import HangSettings, exit_guard_on
+from hpcjax.protocol import contract
+from hpcjax.rank.watch import hangwatch
+from hpcjax.protocol.timeouts import HangSettings, exit_guard_on
 
 BARRIER = "hpcjax/exit"
 DRAIN = "hpcjax/exit-drain"

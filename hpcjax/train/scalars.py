@@ -14,7 +14,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from hpcjax.rundir import RunDir
+from hpcjax.protocol.rundir import RunDir
 
 
 
