@@ -159,14 +159,8 @@ def migrate(conn: sqlite3.Connection) -> None:
 def import_records(conn: sqlite3.Connection) -> int:
     """Every job record under HPCJAX_HOME as a run (the first time, or after a rebuild)."""
     count = 0
-    for file in sorted(records.records_dir().glob("*.json")):
-        try:
-            record = records.parse(file.read_text(errors="replace"), file.stem, str(file))
-        except (OSError, records.DamagedRecord):
-            continue
-        if record is None:
-            continue
-        save(conn, file.stem, **from_record(record, file.stat().st_mtime))
+    for stem, record, written in records.every():
+        save(conn, stem, **from_record(record, written))
         count += 1
     return count
 

@@ -148,14 +148,10 @@ def last_metrics(run_dir: Path) -> dict | None:
 def preflight_failures() -> list[dict]:
     """Every recorded preflight failure, the newest first."""
     rows = []
-    for file in sorted(records.records_dir().glob("*.json")):
-        try:
-            record = records.parse(file.read_text(errors="replace"), file.stem, str(file))
-        except (OSError, records.DamagedRecord):
-            continue
-        for failure in (record or {}).get("preflight_failures") or []:
+    for stem, record, _ in records.every():
+        for failure in record.get("preflight_failures") or []:
             if isinstance(failure, dict) and failure.get("node"):
-                rows.append({"node": str(failure["node"]), "job_id": str(record.get("job_id", file.stem)),
+                rows.append({"node": str(failure["node"]), "job_id": str(record.get("job_id", stem)),
                              "cluster": str((record.get("cluster") or {}).get("destination") or ""),
                              "attempt": failure.get("attempt"), "at": failure.get("at") or "",
                              "what": str(failure.get("what") or "")})

@@ -74,6 +74,20 @@ def load(job_id: str) -> dict | None:
         return None
 
 
+
+def every():
+    """(key, record, the file's mtime) for each readable record under HPCJAX_HOME, by key: a damaged
+    or vanished file is left out (`hpcjax runs` says which when it reads them one by one)."""
+    for file in sorted(records_dir().glob("*.json")):
+        try:
+            record = parse(file.read_text(errors="replace"), file.stem, str(file))
+            written = file.stat().st_mtime
+        except (OSError, DamagedRecord):
+            continue
+        if record is not None:
+            yield file.stem, record, written
+
+
 def parse(text: str, job_id: str, where: str) -> dict | None:
     """A record's text (from this machine or a cluster) as a record, or DamagedRecord."""
     if not text.strip():

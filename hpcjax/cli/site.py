@@ -175,7 +175,9 @@ def cmd_site(args: argparse.Namespace, command: list[str]) -> int:
     _, existing = profiles.load(path) if path.is_file() else (path, {})
 
     def say(text: str) -> None:
-        print(f"hpcjax site: {text}", file=sys.stderr, flush=True)
+        from hpcjax.follow.progress import say as said
+
+        said(text, source="site")
 
     found = read(host, args.partition, not args.no_node, say)
     name = args.name if args.name is not None else found.config.get("ClusterName") or "site"
