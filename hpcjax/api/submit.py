@@ -63,8 +63,10 @@ class CallStage:
         """The check step's part: the function and every element's arguments pickle."""
         calls.pickled(self.function, self.arguments)
 
-    def write(self, sub, home: str | None) -> None:
-        """Here (home None) in the storage directory; there, staged in a temporary directory and sent."""
+    def write(self, sub, home: str | None):
+        """Here (home None) in the storage directory; there, staged in a temporary directory and sent.
+        The submission with the worker's command (a new value); the folder is kept as call_dir."""
+        bound_there = sub.bound_there
         if home is None:
             mapped = [calls.unwrap_data((a, k), [], lambda d: d.path) for a, k in self.arguments]
             self.call_dir = calls.prepare(Path(self.storage) / "calls", self.function, mapped, self.session)
@@ -77,12 +79,13 @@ class CallStage:
                       for a, k in self.arguments]
             self.call_dir = ship_call(sub.cluster, PurePosixPath(self.storage) / "calls", self.function, mapped,
                                       self.session, sub.tree)
-            sub.bound_there = [home] + [p for p, on_cluster in sub.data if on_cluster and not p.startswith(home + "/")]
+            bound_there = (home, *[p for p, on_cluster in sub.data if on_cluster and not p.startswith(home + "/")])
             bound = []
         python = dataclasses.replace(sub.spec, cluster_python=sub.cluster.python if home else "").hpcjax_python()
         command = (python, "-u", "-m", "hpcjax.api.worker", str(self.call_dir), self.element)
         container = in_place(sub.spec.container, bound) if bound else sub.spec.container
-        sub.spec = dataclasses.replace(sub.spec, command=command, container=container)
+        return dataclasses.replace(sub, spec=dataclasses.replace(sub.spec, command=command, container=container),
+                                   bound_there=bound_there)
 
 
 def launch(function, arguments: list[tuple[tuple, dict]], scaling: ScalingConfig, *, backend: str | None,

@@ -69,8 +69,7 @@ def as_there(spec, cluster):
     sub = submission(spec, cluster=cluster)
     probe = refusals.ask(sub, sub.backend.wants(sub))
     sub.backend.check(sub, probe)
-    staging.as_there(sub, probe.home)
-    return sub.spec
+    return staging.as_there(sub, probe.home).spec
 
 
 def follow(run) -> int:

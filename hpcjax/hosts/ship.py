@@ -189,13 +189,11 @@ def project_name(root: Path) -> str:
     return f"{re.sub(r'[^A-Za-z0-9._-]', '_', root.name)}-{hashlib.sha256(str(root).encode()).hexdigest()[:8]}"
 
 
-def ship_tree(host, home: str, root: Path, limit_mb: int = DEFAULT_LIMIT_MB, leave_out: tuple[str, ...] = (),
-              previous: list[str] | None = None) -> Shipped:
-    """A new snapshot of the tree on the cluster (less the directories `leave_out`, relative to the
-    root); unchanged files hard-linked to the last one. `previous`: the snapshots there (listed,
-    and their directory made, by the caller), else they are asked for."""
-    names = tree_files(root, leave_out)
-    total = check_size(root, names, limit_mb)
+def ship_tree(host, home: str, root: Path, names: list[str], total: int, previous: list[str] | None = None) -> Shipped:
+    """A new snapshot of the tree on the cluster: its files `names` (listed and size-checked by the
+    caller: tree_files, check_size), `total` bytes; unchanged files hard-linked to the last one.
+    `previous`: the snapshots there (listed, and their directory made, by the caller), else they
+    are asked for."""
     base = f"{home}/code/{project_name(root)}"
     made = previous is not None
     if previous is None:

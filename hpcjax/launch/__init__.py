@@ -37,8 +37,12 @@ def submission(spec, backend: str | None = backends.AUTO, cluster=None, *, after
     spec = avoiding_failed_nodes(spec, cluster)
     chosen = backends.choose(backend, cluster=cluster)
     extra = {"limit_mb": limit_mb} if limit_mb else {}
-    return Submission(spec=spec, backend=chosen, cluster=cluster, announce=announce, root=root,
-                      uploads=tuple(uploads), ship_code=ship_code, **extra, **more)
+    if cluster.remote:  # the working tree that travels: the git repository of `root` (default cwd), else it
+        from hpcjax.hosts import ship
+
+        extra["tree"] = ship.tree_root(root or Path.cwd())
+    return Submission(spec=spec, backend=chosen, cluster=cluster, announce=announce, uploads=tuple(uploads),
+                      ship_code=ship_code, **extra, **more)
 
 
 def avoiding_failed_nodes(spec, cluster):

@@ -37,6 +37,8 @@ class Probe:
     missing_programs: set = field(default_factory=set)
     missing_paths: set = field(default_factory=set)
     answers: dict = field(default_factory=dict)  # name -> (exit code, output) of each command asked
+    tree_files: tuple = ()  # the working tree's files that are shipped, listed (and size-checked) once
+    tree_bytes: int = 0
 
     def answer(self, name: str) -> tuple[int, str]:
         return self.answers.get(name, (127, ""))
@@ -50,8 +52,9 @@ def check(sub) -> Probe:
         raise UsageError(f"the {sub.backend.name} backend has no allocation to hold" + (
             f" (--on {sub.spec.on})" if sub.spec.on else ""), "holds are SLURM's: use --backend slurm (here or with "
             "--cluster), or drop --on and run the job on its own")
+    names, total = check_tree(sub) if sub.cluster.remote else ((), 0)
     if sub.cluster.remote:
-        uploads.check_uploads(sub.uploads, check_tree(sub), sub.tree, sub.ship_code)
+        uploads.check_uploads(sub.uploads, list(names), sub.tree, sub.ship_code)
     for path in sub.local_data():
         uploads.check_links(Path(path), f"Data({path!r})")
     if sub.call is not None:  # the API's function and arguments travel pickled: one that cannot is said now
@@ -59,6 +62,7 @@ def check(sub) -> Probe:
     for what, path in sub.storage_paths():
         require_shared(sub, what, path)
     probe = ask(sub, sub.backend.wants(sub))
+    probe.tree_files, probe.tree_bytes = names, total
     sub.backend.check(sub, probe)
     if sub.cluster.remote and "rsync" in probe.missing_programs:
         raise HpcjaxError(f"`rsync` is not installed on {sub.cluster.name}", "hpcjax ships code with rsync; ask "
@@ -66,13 +70,12 @@ def check(sub) -> Probe:
     return probe
 
 
-def check_tree(sub) -> list[str]:
-    """The files the submission ships (none here), refused when over the limit."""
+def check_tree(sub) -> tuple[tuple[str, ...], int]:
+    """The files the submission ships (none here) and their size, refused when over the limit."""
     if not sub.ship_code:
-        return []
+        return (), 0
     names = ship.tree_files(sub.tree, tuple(sub.kept_run_dirs().values()))
-    ship.check_size(sub.tree, names, sub.limit_mb)
-    return names
+    return tuple(names), ship.check_size(sub.tree, names, sub.limit_mb)
 
 
 def require_shared(sub, what: str, path: str) -> None:

@@ -29,26 +29,23 @@ from hpcjax.job.spec import JobSpec
 from hpcjax.values.validate import make_directory
 
 
-
-def stage(sub, probe) -> None:
-    """Make what the job needs where it runs (sub.spec gets its paths there)."""
+def stage(sub, probe):
+    """Make what the job needs where it runs; the submission with its paths there (a new value)."""
     if sub.cluster.remote:
-        stage_there(sub, probe.home)
-    else:
-        make_directory(sub.spec.output_dir, "--output-dir")  # sbatch, and the ranks, write there
-        sub.workdir, sub.log_dir = str(Path.cwd()), str(Path(sub.spec.output_dir).resolve())
-        if sub.call is not None:
-            sub.call.write(sub, None)
+        return stage_there(sub, probe)
+    make_directory(sub.spec.output_dir, "--output-dir")  # sbatch, and the ranks, write there
+    sub = dataclasses.replace(sub, workdir=str(Path.cwd()), log_dir=str(Path(sub.spec.output_dir).resolve()))
+    return sub.call.write(sub, None) if sub.call is not None else sub
 
 
-def as_there(sub, home: str) -> None:
-    """The spec as it would run there, for render and a dry run: nothing made or shipped."""
-    sub.spec = cluster_spec(sub.spec, home, ship.package_target(home), sub.cluster.python)
-    sub.workdir = home
-    sub.log_dir = log_dir_of(sub.spec, home)
+def as_there(sub, home: str):
+    """The submission as it would run there, for render and a dry run: nothing made or shipped."""
+    spec = cluster_spec(sub.spec, home, ship.package_target(home), sub.cluster.python)
+    return dataclasses.replace(sub, spec=spec, workdir=home, log_dir=log_dir_of(spec, home))
 
 
-def stage_there(sub, home: str) -> None:
+def stage_there(sub, probe):
+    home = probe.home
     cluster, host = sub.cluster, sub.cluster.host()
     kept = sub.kept_run_dirs()
     found = survey(sub, home)
@@ -58,14 +55,14 @@ def stage_there(sub, home: str) -> None:
         say(f"shipped hpcjax {__version__} to {cluster.name}:{package} (once per version; the ranks import it)")
     snapshot = home
     if sub.ship_code:
-        shipped = ship.ship_tree(host, home, sub.tree, sub.limit_mb, tuple(kept.values()), previous=found["snapshots"])
+        shipped = ship.ship_tree(host, home, sub.tree, list(probe.tree_files), probe.tree_bytes,
+                                 previous=found["snapshots"])
         say(f"shipped {sub.tree} to {cluster.name}:{shipped.path} ({shipped.files} files, "
             f"{shipped.total_bytes / 1e6:.1f} MB; sent {shipped.sent_files} file(s), {shipped.sent_bytes} bytes)")
         snapshot = str(PurePosixPath(shipped.path) / ship.relative_cwd(sub.tree))
     stored = {str(local): upload(cluster, home, local, found) for local in sub.to_upload()}
-    sub.data_there = stored
-    sub.run_dirs = {named: f"{home}/runs/{ship.project_name(sub.tree)}/{path}" for named, path in kept.items()}
-    links = [(stored[str(local)], name) for local, name in sub.uploads] + [(d, n) for n, d in sub.run_dirs.items()]
+    run_dirs = {named: f"{home}/runs/{ship.project_name(sub.tree)}/{path}" for named, path in kept.items()}
+    links = [(stored[str(local)], name) for local, name in sub.uploads] + [(d, n) for n, d in run_dirs.items()]
     if links:
         link = 'cd -- "$1" && shift && while [ $# -gt 1 ]; do mkdir -p -- "$1" "$(dirname -- "$2")" && ' \
                'ln -sfn -- "$1" "$2" && shift 2; done'
@@ -73,12 +70,13 @@ def stage_there(sub, home: str) -> None:
         if done.returncode != 0:
             raise HpcjaxError(f"cannot link the uploads and run directories into {snapshot} on {cluster.name}: "
                               f"{done.stderr.strip()}", "check the remote directory is writable there")
+    sub = dataclasses.replace(sub, data_there=stored, run_dirs=run_dirs)
     if sub.call is not None:
-        sub.call.write(sub, home)
-    bound = list(stored.values()) + list(sub.run_dirs.values()) + sub.bound_there
+        sub = sub.call.write(sub, home)
+    bound = list(stored.values()) + list(run_dirs.values()) + list(sub.bound_there)
     spec = dataclasses.replace(sub.spec, container=binds.in_place(sub.spec.container, bound)) if bound else sub.spec
-    sub.spec = cluster_spec(spec, home, package, cluster.python)
-    sub.workdir, sub.log_dir = snapshot, log_dir_of(sub.spec, snapshot)
+    spec = cluster_spec(spec, home, package, cluster.python)
+    return dataclasses.replace(sub, spec=spec, workdir=snapshot, log_dir=log_dir_of(spec, snapshot))
 
 
 def survey(sub, home: str) -> dict:

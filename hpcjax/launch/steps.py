@@ -30,15 +30,18 @@ from hpcjax.job.spec import JobSpec
 from hpcjax.launch import refusals, staging, uploads
 
 
-@dataclass
+@dataclass(frozen=True)
 class Submission:
+    """A submission as data: the resolve step makes it, and each step after returns a new one (the
+    stage step, the paths it has there: `dataclasses.replace`); no step rewrites another's result."""
+
     spec: JobSpec
     backend: Backend
     cluster: Cluster = field(default_factory=Cluster)  # Cluster(): this machine
     uploads: tuple = ()  # (local path, name in the job's working directory): --upload
     data: tuple = ()  # the API's Data: (local or cluster path, whether it is the cluster's)
     storage: tuple = ()  # (what, path) the job writes, which a multi-node job needs shared
-    root: Path | None = None  # where the working tree is (default: the git repository of cwd, else cwd)
+    tree: Path | None = None  # the working tree that is shipped (found once, at resolve, for a cluster)
     limit_mb: int = ship.DEFAULT_LIMIT_MB
     ship_code: bool = True  # the working tree goes with it (not for hpcjax's own checks)
     call: object | None = None  # the API's call: .write(sub, home) writes its folder, sets the command
@@ -51,13 +54,7 @@ class Submission:
     log_dir: str = ""
     run_dirs: dict = field(default_factory=dict)  # kept run directories there (a relative --run-dir)
     data_there: dict = field(default_factory=dict)  # local Data path -> where it is stored there
-    bound_there: list = field(default_factory=list)  # more paths there to bind into a container
-
-    @property
-    def tree(self) -> Path:
-        if not hasattr(self, "_tree"):
-            self._tree = ship.tree_root(self.root or Path.cwd())
-        return self._tree
+    bound_there: tuple = ()  # more paths there to bind into a container
 
     def kept_run_dirs(self) -> dict[str, str]:
         return uploads.relative_run_dirs(self.spec, self.tree) if self.cluster.remote and self.ship_code else {}
@@ -100,7 +97,7 @@ def interrupts_held():
 def submit(sub: Submission) -> list:
     """Check, stage, submit, record; the Runs (one per array element), after a first look."""
     probe = refusals.check(sub)
-    staging.stage(sub, probe)
+    sub = staging.stage(sub, probe)
     with interrupts_held():  # sbatch and the record are one: Ctrl-C waits until the job has both
         runs = sub.backend.submit(sub)
     if sub.announce is not None:
@@ -113,7 +110,7 @@ def dry_run(sub: Submission) -> tuple[str, str]:
     """(what would run, the line that says what it is): every check the submit makes, nothing made."""
     probe = refusals.check(sub)
     if sub.cluster.remote:
-        staging.as_there(sub, probe.home)
+        sub = staging.as_there(sub, probe.home)
     shown, said = sub.backend.render(sub)
     estimate = sub.backend.estimate(sub, shown)
     return shown, (f"{estimate}\n" if estimate else "") + said

@@ -73,7 +73,7 @@ def test_submit_from_a_laptop_ships_the_tree_runs_its_snapshot_and_follows_it(la
     shipped = re.findall(r"hpcjax from (\S+)", logs.stdout)
     assert shipped and all(p.startswith("/home/") and "/hpcjax-tests/" in p for p in shipped), logs.stdout
     guards = re.findall(r"exit guard True from (\S+) site (\S+)", logs.stdout)
-    assert sorted(guard for guard, _ in guards) == sorted(f"{p}/rank/exitguard.py" for p in shipped), logs.stdout
+    assert sorted(guard for guard, _ in guards) == sorted(f"{p}/rank/watch/exitguard.py" for p in shipped), logs.stdout
     assert all(site == "/usr/lib/python3.11/sitecustomize.py" for _, site in guards)  # the cluster's own, chained
     assert logs.stdout.count("shape (256, 256)") == 2, logs.stdout
     elapsed = json.loads(run_hpcjax("status", job, "--json", cwd=repo).stdout)["elapsed"]
