@@ -16,7 +16,7 @@ from __future__ import annotations
 import functools
 
 from hpcjax.api import calls, submit
-from hpcjax.api.configs import ScalingConfig
+from hpcjax.api.configs import ScalingConfig, storage_dir
 from hpcjax.values.errors import UsageError
 from hpcjax.job.after import dependencies
 from hpcjax.follow.progress import say
@@ -80,8 +80,10 @@ class RemoteFunction:
         return self._launch(elements, array=True, max_parallel=max_parallel)
 
     def _launch(self, elements, *, array: bool, max_parallel: int | None = None, after=None) -> list[calls.Call]:
-        storage = submit.storage_for(self.scaling, self.backend, self.storage_path, "hpcjax-calls")
-        return submit.launch(self.function, elements, self.scaling, backend=self.backend, storage=storage,
+        cluster = submit.target_cluster(self.scaling, self.backend)  # resolved once for the call
+        storage = storage_dir(self.storage_path, "hpcjax-calls", cluster)  # on the machine whose SLURM runs it
+        return submit.launch(self.function, elements, self.scaling, backend=self.backend, cluster=cluster,
+                             storage=storage,
                              job_name=getattr(self.function, "__name__", "remote"), array=array,
                              max_parallel=max_parallel, after=dependencies(after))
 

@@ -7,7 +7,8 @@ the caller's modules from the job's snapshot of the working tree, hpcjax from it
 and submitit and cloudpickle from copies staged in the call folder (a cluster's Python, or an
 image, needs only JAX).
 
-    calls = launch(fn, [((1,), {})], scaling, backend=None, storage=storage_for(...), job_name="f")
+    cluster = target_cluster(scaling, backend=None)   # resolved once per call
+    calls = launch(fn, [((1,), {})], scaling, backend=None, cluster=cluster, storage=storage_dir(..., cluster), job_name="f")
 """
 
 from __future__ import annotations
@@ -20,9 +21,8 @@ import tempfile
 from pathlib import Path, PurePosixPath
 
 from hpcjax.api import calls, folder
-from hpcjax.api.configs import Data, ScalingConfig, storage_dir
+from hpcjax.api.configs import Data, ScalingConfig
 from hpcjax.containers.binds import in_place
-from hpcjax.values.errors import UsageError
 from hpcjax.hosts import ship
 
 
@@ -32,20 +32,10 @@ def target_cluster(scaling: ScalingConfig, backend: str | None):
     gives way to it; one named in the call is a contradiction."""
     from hpcjax import backends
 
-    cluster = scaling.cluster
-    if cluster is None or not cluster.remote:
-        return None
-    if backend not in (None, backends.AUTO) and not backends.get(backend).reaches_clusters:
-        if scaling.cluster_named:
-            raise UsageError(f"backend={backend!r} runs on this machine, not on the cluster {cluster.destination}",
-                             f"drop backend={backend!r} to run there, or drop cluster= to run here")
-        return None
-    return cluster
+    cluster = scaling.cluster if scaling.cluster is not None and scaling.cluster.remote else None
+    return backends.cluster_for(backend, cluster, named=scaling.cluster_named, spelled=backends.ARGUMENTS)
 
 
-def storage_for(scaling: ScalingConfig, backend: str | None, storage_path: str | None, default: str):
-    """Where the call keeps its files, on the machine whose SLURM runs it."""
-    return storage_dir(storage_path, default, target_cluster(scaling, backend))
 
 
 @dataclasses.dataclass
@@ -89,13 +79,13 @@ class CallStage:
 
 
 def launch(function, arguments: list[tuple[tuple, dict]], scaling: ScalingConfig, *, backend: str | None,
-           storage, job_name: str, session: dict | None = None, max_parallel: int | None = None,
+           cluster, storage, job_name: str, session: dict | None = None, max_parallel: int | None = None,
            array: bool = False, after: tuple = ()) -> list[calls.Call]:
-    """Submit one job (or, with `array`, a job array of one element per argument); the Calls in
-    order. Everything is checked before anything is written or submitted."""
+    """Submit one job (or, with `array`, a job array of one element per argument) to `cluster`
+    (target_cluster's answer, resolved once by the caller); the Calls in order. Everything is
+    checked before anything is written or submitted."""
     from hpcjax.launch import steps, submission
 
-    cluster = target_cluster(scaling, backend)
     found: list[Data] = []
     for args, kwargs in arguments:
         calls.unwrap_data((args, kwargs), found)

@@ -56,7 +56,7 @@ class Trainer:
         for failure in range(budget + 1):
             attempt = session.next_attempt(run_dir, files)
             [call] = submit.launch(run_train_loop, [((self.loop, self.config), {})], self.scaling,
-                                   backend=backend, storage=run_dir, job_name=run_dir.name,
+                                   backend=backend, cluster=cluster, storage=run_dir, job_name=run_dir.name,
                                    session={"run_dir": str(run_dir), "attempt": attempt})
             jobs.append(call.job_id)
             with cancel_on_interrupt([call]):

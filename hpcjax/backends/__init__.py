@@ -15,6 +15,8 @@ The table's entries: `slurm` (sbatch, here or over SSH) and `local` (this machin
 
 from __future__ import annotations
 
+import dataclasses
+
 import importlib
 import os
 import pkgutil
@@ -124,6 +126,37 @@ def get(name: str) -> Backend:
     return _INSTANCES[name]
 
 
+
+@dataclasses.dataclass(frozen=True)
+class Spelling:
+    """How a caller writes the backend and the cluster, for the words of a refusal."""
+
+    backend: str  # formatted with the backend's name
+    cluster: str
+
+
+OPTIONS = Spelling("--backend {}", "--cluster")  # the command line
+ARGUMENTS = Spelling("backend={!r}", "cluster=")  # the Python API
+
+
+def runs_here(name: str | None) -> bool:
+    """Whether the backend named runs on this machine only (the local one); "auto" or None: no."""
+    return name not in (None, AUTO) and not get(name).reaches_clusters
+
+
+def cluster_for(name: str | None, cluster, *, named: bool = True, spelled: Spelling = OPTIONS):
+    """The one rule of where a submission goes, for every entry point: `cluster` (None, or one not
+    reached over SSH: this machine), or None where it gives way. A backend that runs here runs here: a cluster that only a
+    default named ($HPCJAX_CLUSTER, a profile's host) gives way to it, and one named outright
+    (`named`) with it is a contradiction, refused before anything is done."""
+    if cluster is None or not cluster.remote or not runs_here(name):
+        return cluster
+    if named:
+        backend = spelled.backend.format(name)
+        raise UsageError(f"{backend} runs on this machine, not on the cluster {cluster.destination}",
+                         f"drop {spelled.cluster} to run here, or drop {backend} to submit to the cluster")
+    return None
+
 def choose(name: str | None = AUTO, *, cluster=None, quiet: bool = False) -> Backend:
     """The backend a submission uses: the one named; "auto": $HPCJAX_BACKEND when set, else one that
     reaches the named cluster, else the first available here (said on stderr when it is not the first)."""
@@ -134,13 +167,10 @@ def choose(name: str | None = AUTO, *, cluster=None, quiet: bool = False) -> Bac
         name = os.environ[BACKEND_ENV]
         if name == AUTO or name not in names():
             raise UsageError(f"{BACKEND_ENV}={name!r} is not a backend", f"valid backends: {', '.join(names())}")
-    remote = cluster is not None and cluster.remote
+    found = cluster_for(name, cluster)  # a named backend that runs here, with a cluster: refused
+    remote = found is not None and found.remote
     if name != AUTO:
-        chosen = get(name)
-        if remote and not chosen.reaches_clusters:
-            raise UsageError(f"--backend {name} runs on this machine, not on the cluster {cluster.destination}",
-                             "drop --cluster to run here, or drop --backend to submit to the cluster")
-        return chosen
+        return get(name)
     candidates = [get(n) for n in names()]
     if remote:
         return next(b for b in candidates if b.reaches_clusters)

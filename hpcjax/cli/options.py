@@ -245,13 +245,15 @@ def cluster_from_args(args: argparse.Namespace, values: dict | None = None):
     from hpcjax.job import profiles
 
     name, backend = getattr(args, "cluster", None), getattr(args, "backend", "auto") or "auto"
-    if name is None and backend != "auto":
+    if backend != "auto":  # only then is the table needed (render and status import none of it)
         from hpcjax import backends
 
-        if not backends.get(backend).reaches_clusters:  # this machine's whatever the defaults say
+        if name is None and backends.runs_here(backend):  # this machine's, whatever the defaults name
             return None
     cluster = profiles.cluster_named(name, values, getattr(args, "profile_file", None),
                                      profile=getattr(args, "profile", None))
+    if backend != "auto":
+        cluster = backends.cluster_for(backend, cluster)  # --cluster with a backend that runs here: refused
     if cluster is not None and getattr(args, "remote_dir", None):
         import dataclasses
 
