@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import re
+from pathlib import Path
 
 from hpcjax.protocol.contract import DEFAULT_OUTPUT_DIR
 from hpcjax.values.errors import SpecError, UsageError
@@ -175,16 +176,15 @@ def merged_options(args: argparse.Namespace) -> dict:
     return profiles.with_overrides(values, command_line_options(args))
 
 
-def spec_from_args(args: argparse.Namespace, command: list[str], values: dict | None = None) -> JobSpec:
-    """The job's spec; `values`: merged_options(args), when the caller has them already. A bad
+def spec_from_args(args: argparse.Namespace, command: list[str], values: dict) -> JobSpec:
+    """The job's spec from `values` (merged_options(args): the profile file is read once). A bad
     value is named as the user gave it: the flag, or the profile's file, name and key."""
     from hpcjax.job import profiles
 
     try:
-        return profiles.build_spec(command, merged_options(args) if values is None else values,
-                                   defaults=args.job_defaults)
+        return profiles.build_spec(command, values, defaults=args.job_defaults)
     except SpecError as err:
-        raise as_given(err, args) from None
+        raise as_given(err, args, values) from None
 
 
 # The job options whose flag is not their name with dashes.
@@ -206,9 +206,10 @@ def flagged(message: str, names) -> str:
     return message
 
 
-def as_given(err: SpecError, args: argparse.Namespace) -> SpecError:
+def as_given(err: SpecError, args: argparse.Namespace, values: dict) -> SpecError:
     """err with its fields named as the user gave them: `gpus_per_process=3` becomes
-    `--gpus-per-process 3` when the command line said it, else the profile that did is named."""
+    `--gpus-per-process 3` when the command line said it, else the profile that did is named
+    (`values`: merged_options(args); what the command line did not give, the profile did)."""
     from hpcjax.job import profiles
 
     message, given = err.message, command_line_options(args)
@@ -216,8 +217,8 @@ def as_given(err: SpecError, args: argparse.Namespace) -> SpecError:
         if given.get(key) is not None:
             message = flagged(message, [key]) if "_" in key or f"{key}=" in message else \
                 re.sub(rf"^{key}\b", flag_of(key), message)
-        elif getattr(args, "profile", None) and key in profiles.resolve(args.profile, args.profile_file)[0]:
-            path = profiles.load(args.profile_file)[0]
+        elif getattr(args, "profile", None) and values.get(key) is not None:
+            path = Path(args.profile_file).expanduser() if args.profile_file else profiles.default_path()
             message += f" (set by {path}, profile {args.profile!r}, key {key})"
         else:  # not given anywhere: the default, named as the flag that changes it
             message = re.sub(rf"\b{key}=(\S+)", lambda m: f"{flag_of(key)} {m[1]} (the default)", message)
