@@ -143,51 +143,29 @@ def check_bash_syntax(text: str, spec: JobSpec) -> None:
 
 
 def _render(template, spec: JobSpec, hold: bool = False) -> str:
-    job_key = contract.job_key_shell(bool(spec.array), in_hold=bool(spec.on))
     launch = spec.container.runtime_rules.launch(spec, image_word(spec))
-    rank_log = contract.rank_log_pattern(spec.output_dir, bool(spec.array))
-    preflight_log = contract.batch_log_pattern(spec.output_dir, bool(spec.array)).replace(
-        contract.BATCH_LOG.replace("%j", ""), contract.PREFLIGHT_LOG.replace("%j", ""))
+    names = contract.script_names(spec.output_dir, array=bool(spec.array), in_hold=bool(spec.on), hold=hold,
+                                  retry_failed=spec.retry_failed, preflight=spec.preflight,
+                                  gpus_per_process=spec.layout.gpus_per_process)
     return template.render(
+        **names,
         spec=spec,
         layout=spec.layout,
         container=spec.container,
         image=image_word(spec),
         layout_env=spec.layout.env(),
-        batch_log=contract.batch_log_pattern(spec.output_dir, bool(spec.array)),
-        rank_log=rank_log, rank_log_word=_log_word(rank_log, spec), preflight_log_word=_log_word(preflight_log, spec),
-        hold_spool=contract.HOLD_QUEUE.replace("%j", "${SLURM_JOB_ID}") if hold else "", job_key_env=contract.JOB_KEY_ENV,
-        compile_cache_env=contract.COMPILE_CACHE_ENV,
-        warning_signal=contract.WARNING_SIGNAL,
-        stop_marker=contract.STOP_MARKER.replace("%j", job_key),
-        stop_marker_env=contract.STOP_MARKER_ENV,
-        attempts_log=contract.ATTEMPTS_LOG.replace("%j", job_key),
-        attempt_line=contract.ATTEMPT_LINE,
-        batch_log_name=contract.BATCH_LOG.replace("%j", job_key),
-        rank_log_name=contract.RANK_LOG.replace("%j", job_key).replace("%t", "${hpcjax_failed_task}"),
-        no_retry_exit=contract.NO_RETRY_EXIT,
-        jax_local_device_ids=contract.jax_local_device_ids(spec.layout.gpus_per_process),
+        rank_log_word=_log_word(names["rank_log"], spec), preflight_log_word=_log_word(names["preflight_log"], spec),
         cleanenv_prefixes=launch.cleanenv_prefixes,
         coordinator_wrapper=contract.coordinator_wrapper(
             launch.cleanenv_prefixes, binds.passed_names(spec) if spec.container.cleanenv else (),
             launch.keep_only),
         launch=launch,
         hpcjax_target=binds.HPCJAX_TARGET,
-        log_dir_env=contract.LOG_DIR_ENV,
-        hang_marker=contract.HANG_MARKER.replace("%j", job_key),
-        rank_hang_prefix=contract.RANK_HANG.split("%t")[0].replace("%j", job_key),
-        rank_hang_suffix=contract.RANK_HANG.split("%t")[1],
         nccl_flag=timeouts.NCCL_TIMEOUT_FLAG,
         dependency=",".join(f"after{when}:{job}" for job, when in spec.after),
         nccl_timeout=timeouts.HangSettings.from_env(dict(spec.env)).nccl_timeout_s,
-        attempt_number=contract.attempt_number_shell(),
-        attempt_printf=contract.attempt_printf(spec.retry_failed, spec.preflight),
-        error_key=contract.ERROR_KEY, failed_node_key=contract.FAILED_NODE_KEY,
-        preflight_log_name=contract.PREFLIGHT_LOG.replace("%j", job_key),
-        preflight_verdict=contract.PREFLIGHT_VERDICT.replace("%j", job_key),
         preflight_command=(spec.hpcjax_python(), "-m", "hpcjax", "preflight")
         + (("--spares", str(spec.spares)) if spec.spares else ()),
-        preflight_key=contract.PREFLIGHT_KEY,
         exit_hook="" if spec.container.in_container else binds.exit_hook_dir(spec),
         exit_guard_env=timeouts.EXIT_GUARD_ENV, in_hold_options=in_hold_options(spec),
         signal_statuses=sorted((words, 128 + number) for words, number in signal_words().items()),
@@ -197,7 +175,6 @@ def _render(template, spec: JobSpec, hold: bool = False) -> str:
         gpus=f"{spec.gpu_type}:" if spec.gpu_type else "",
         version=__version__,
     )
-
 
 def in_hold_options(spec: JobSpec) -> str:
     """A job in a hold has no sbatch of its own: what it asked of sbatch (its time limit, the warning
