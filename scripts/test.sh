@@ -48,6 +48,14 @@ export HPCJAX_TEST_IMAGE
 # three share the dev cluster, the JAX tests spread over all three; then the few tests that need an
 # idle machine or the whole cluster, alone. Each run ends with its tiers' test time against
 # tests/budgets.toml. Every part runs, whatever the one before said; the status is the worst.
+# Every test's phases with their start and end (tests/conftest.py), one JSON line each: which
+# worker ran what when, kept beside the clone for the next person who makes the suite faster.
+export HPCJAX_TEST_TIMELINE=${HPCJAX_TEST_TIMELINE:-$PWD/test-timeline.jsonl}
+rm -f "$HPCJAX_TEST_TIMELINE"
+# pytest keeps each test module's rewritten asserts in __pycache__ unless bytecode writing is off
+# (PYTHONDONTWRITEBYTECODE, set on some machines): then every worker of every tier rewrites all
+# of them again (about 1.5 s of CPU each here).
+unset PYTHONDONTWRITEBYTECODE
 status=0
 tier() {
   python3 -m pytest "$@" || { rc=$?; [ "$rc" -eq 5 ] || status=$rc; }  # 5: none selected (e.g. with -k)

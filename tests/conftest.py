@@ -96,6 +96,7 @@ def pytest_collection_modifyitems(config, items):
 
 
 SPENT: dict[str, float] = {}  # seconds of test time per tier, this session (the controller's count)
+TOOK: dict[tuple[str, str], float] = {}  # (tier, test) -> seconds, for the slowest of each tier
 
 
 def pytest_runtest_logreport(report):
@@ -105,6 +106,7 @@ def pytest_runtest_logreport(report):
     if not os.environ.get("PYTEST_XDIST_WORKER"):
         tier = dict(report.user_properties).get("tier", "pure")
         SPENT[tier] = SPENT.get(tier, 0.0) + report.duration
+        TOOK[tier, report.nodeid] = TOOK.get((tier, report.nodeid), 0.0) + report.duration
     timeline = os.environ.get("HPCJAX_TEST_TIMELINE")
     if timeline and not os.environ.get("PYTEST_XDIST_WORKER"):  # written once, by the controller
         import json
@@ -131,6 +133,9 @@ def pytest_terminal_summary(terminalreporter):
             over = SPENT[tier] > budgets[tier]
             terminalreporter.write_line(f"{tier:10} {SPENT[tier]:7.0f} s of test time, budget {budgets[tier]} s"
                                         + ("   OVER BUDGET" if over else ""), red=over, green=not over)
+            slowest = sorted(((s, test) for (t, test), s in TOOK.items() if t == tier), reverse=True)[:5]
+            for seconds, test in slowest:  # where to look first when a tier grows
+                terminalreporter.write_line(f"  {seconds:7.1f} s  {test}")
 
 
 def cluster_group(stem: str) -> str:
