@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from conftest import run_hpcjax
+from conftest import run_hpcjax, start_hpcjax
 from support import MODEL, records, wait_records
 
 pytestmark = pytest.mark.cluster
@@ -176,8 +176,11 @@ def test_retry_failed_requeues_a_failure_and_leaves_out_a_node_that_failed_twice
     bad = tmp_path / "bad-node"
     script = (f'[ -s {bad} ] || echo "$SLURMD_NODENAME" > {bad}; '
               f'if [ "$(cat {bad})" = "$SLURMD_NODENAME" ]; then echo "bad node"; exit 3; fi')
-    result = run_hpcjax("submit", "--nodes", "1", "--gpus-per-node", "4", "--requeue", "2", "--retry-failed",
-                        "--wait", "--", "bash", "-c", script, cwd=tmp_path, timeout=600)
+    retried = start_hpcjax("submit", "--nodes", "1", "--gpus-per-node", "4", "--requeue", "2", "--retry-failed",
+                           "--wait", "--", "bash", "-c", script, cwd=tmp_path)
+    single = start_hpcjax("submit", "--nodes", "1", "--gpus-per-node", "4", "--requeue", "2", "--wait", "--",
+                          "bash", "-c", "exit 3", cwd=tmp_path)
+    result = retried.result(timeout=600)
     assert result.returncode == 0, result.stderr
     job, node = result.stdout.strip(), bad.read_text().strip()
     attempts = json.loads(run_hpcjax("status", job, "--json", cwd=tmp_path).stdout)["attempts"]
@@ -188,8 +191,7 @@ def test_retry_failed_requeues_a_failure_and_leaves_out_a_node_that_failed_twice
         batch = (tmp_path / "hpcjax-logs" / f"{job}-batch.log").read_text()
         assert f"the next attempts leave out node(s) {node} (" in batch, batch
 
-    once = run_hpcjax("submit", "--nodes", "1", "--gpus-per-node", "4", "--requeue", "2", "--wait", "--",
-                      "bash", "-c", "exit 3", cwd=tmp_path, timeout=300)
+    once = single.result(timeout=300)
     assert once.returncode == 3
     status = json.loads(run_hpcjax("status", once.stdout.strip(), "--json", cwd=tmp_path).stdout)
     assert [a["ended"] for a in status["attempts"]] == ["failed"]
@@ -201,17 +203,19 @@ def test_retry_failed_stops_at_the_same_exception_twice_and_at_exit_78(tmp_path,
     that exits 78 ("do not retry") ends the job at its first attempt."""
     (tmp_path / "boom.py").write_text("import os\nif os.environ['SLURM_PROCID'] == '1':\n"
                                       "    raise ValueError('bad shape 3')\n")
-    boom = run_hpcjax("submit", "--nodes", "1", "--gpus-per-node", "2", "--requeue", "2", "--retry-failed",
-                      "--wait", "--", sys.executable, "boom.py", cwd=tmp_path, timeout=600)
+    started = start_hpcjax("submit", "--nodes", "1", "--gpus-per-node", "2", "--requeue", "2", "--retry-failed",
+                           "--wait", "--", sys.executable, "boom.py", cwd=tmp_path)
+    stopping = start_hpcjax("submit", "--nodes", "1", "--gpus-per-node", "2", "--requeue", "2", "--retry-failed",
+                            "--wait", "--", "bash", "-c", '[ "$SLURM_PROCID" = 0 ] && exit 78; sleep 30',
+                            cwd=tmp_path)
+    boom = started.result(timeout=600)
     assert boom.returncode == 1, boom.stderr
     status = run_hpcjax("status", boom.stdout.strip(), cwd=tmp_path).stdout
     attempts = json.loads(run_hpcjax("status", boom.stdout.strip(), "--json", cwd=tmp_path).stdout)["attempts"]
     assert [(a["ended"], a["error"]) for a in attempts] == [("failed", "ValueError: bad shape 3")] * 2
     assert "not retried: the same Python exception as an earlier attempt: ValueError: bad shape 3" in status
     assert "not retried: the same Python exception" in boom.stderr  # the report of `submit --wait` says it too
-    asked = run_hpcjax("submit", "--nodes", "1", "--gpus-per-node", "2", "--requeue", "2", "--retry-failed",
-                       "--wait", "--", "bash", "-c", '[ "$SLURM_PROCID" = 0 ] && exit 78; sleep 30',
-                       cwd=tmp_path, timeout=300)
+    asked = stopping.result(timeout=300)
     assert asked.returncode == 78, asked.stderr
     attempts = json.loads(run_hpcjax("status", asked.stdout.strip(), "--json", cwd=tmp_path).stdout)["attempts"]
     assert len(attempts) == 1 and attempts[0]["not_retried"].startswith("a rank exited 78")
