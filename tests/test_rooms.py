@@ -191,3 +191,30 @@ def test_no_name_hpcjax_exports_is_also_a_room():
 
     rooms = {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").is_file()}
     assert not rooms & set(hpcjax._LAZY), rooms & set(hpcjax._LAZY)
+
+
+def test_no_import_circle():
+    """Imports go one way: no module reaches itself through what it imports, at the top or inside
+    a function (an import inside a function is laziness, never a way around a circle)."""
+    def name_of(path: Path) -> str:
+        parts = path.relative_to(REPO).with_suffix("").parts
+        return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+    modules = {name_of(p): p for p in PACKAGE.rglob("*.py")}
+    graph = {m: sorted(i for i in imports_of(p) if i in modules and i != m) for m, p in modules.items()}
+    state: dict[str, str] = {}  # "open" while its imports are walked, "done" after
+
+    def walk(module: str, path: list[str]) -> list[str] | None:
+        state[module] = "open"
+        for imported in graph[module]:
+            if state.get(imported) == "open":
+                return path[path.index(imported):] + [imported] if imported in path else [module, imported]
+            if imported not in state and (circle := walk(imported, path + [imported])):
+                return circle
+        state[module] = "done"
+        return None
+
+    for module in sorted(modules):
+        if module not in state:
+            circle = walk(module, [module])
+            assert circle is None, " -> ".join(circle)

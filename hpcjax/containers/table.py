@@ -67,7 +67,7 @@ class Runtime:
         for flag in container.flags:
             validate.require_text("container flag", flag, error=SpecError)
         # Whether an image file exists is the submitting machine's question (this one, or the
-        # login node over SSH): binds.check_before_submit and launch.remote ask it.
+        # login node over SSH): binds.paths_to_check, and the backend's probe (launch.refusals) ask it.
 
     def check_bind(self, bind) -> None:
         """Raise SpecError for a bind (binds.Bind, parsed and checked already) this runtime cannot make."""

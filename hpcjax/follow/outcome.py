@@ -65,7 +65,7 @@ class Outcome:
     stopped: tuple[int, ...] = ()  # the ranks the launcher stopped after the failure
     stopped_by: str = "srun"
     note: str = ""  # what there is to say when no rank reported anything
-    causes: tuple[Finding, ...] = ()  # what the logs show, most specific first (launch.triage)
+    causes: tuple[Finding, ...] = ()  # what the logs show, most specific first (follow.triage)
 
     @property
     def ok(self) -> bool:

@@ -129,7 +129,7 @@ class JobSpec:
     exclude: tuple[str, ...] = ()  # nodes the job must not run on (sbatch --exclude)
     avoid_failed_hours: int = 0  # > 0: also every node a preflight failed within this many hours
     cluster_python: str = ""  # the cluster's Python for hpcjax's own programs, when the job is sent over SSH
-    sbatch_lines: tuple[str, ...] = ()  # extra #SBATCH options hpcjax does not model (launch.extras)
+    sbatch_lines: tuple[str, ...] = ()  # extra #SBATCH options hpcjax does not model (job.extras)
     prologue: tuple[str, ...] = ()  # shell commands before the launch, one per line
     epilogue: tuple[str, ...] = ()  # shell commands after it
     template: str | None = None  # a site template extending the packaged one (Jinja blocks)
@@ -213,7 +213,7 @@ class JobSpec:
             raise SpecError("an element's command is empty or not strings", "pass each argument as a plain string")
         object.__setattr__(self, "sweep", tuple(tuple((str(k), str(v)) for k, v in dict(e).items()) for e in self.sweep))
         if self.sweep and len(self.sweep) != len(self.array_commands):
-            raise SpecError("a sweep needs one set of values per element command", "build it with launch.sweeps")
+            raise SpecError("a sweep needs one set of values per element command", "build it with hpcjax.job.sweeps.expand (hpcjax submit --sweep NAME=V1,V2 does)")
         object.__setattr__(self, "after", tuple(check_after(job, when) for job, when in self.after))
         object.__setattr__(self, "modules", tuple(self.modules))
         for module in self.modules:

@@ -7,7 +7,7 @@ meet through real jax.distributed over loopback. Like `srun --kill-on-bad-exit`,
 the first rank that fails stops the others. The processes are children of the
 submitting process: it follows them and stops them if it is stopped; at exit it
 waits for the jobs it started (no rank is orphaned, no record left RUNNING).
-A job array's elements (launch.localqueue) are jobs named A_i, as SLURM names them.
+A job array's elements (localjobs.queue) are jobs named A_i, as SLURM names them.
 """
 
 from __future__ import annotations

@@ -69,7 +69,7 @@ STUCK_EXIT_CODE = 124  # what `timeout` returns: the process ended itself for ta
 
 # The words of a collective's error when another process of the job went away (gloo's, NCCL's):
 # a consequence, never the cause. A rank that raised with them leaves the naming to the
-# launcher (rank.start.runtime), and the failure analysis ranks them below the cause (launch.triage).
+# launcher (rank.start.runtime), and the failure analysis ranks them below the cause (follow.triage).
 PEER_LOST = r"Connection (?:reset|closed) by peer|Broken pipe|remote process exited"
 
 # The coordinator's port, derived per job AND step so two steps of one job never
@@ -102,7 +102,7 @@ ALL_CHECKS = ("devices", "allreduce")
 @dataclass(frozen=True, kw_only=True)
 class Layout:
     """N nodes, G GPUs per node, K GPUs per process, and what follows from them: the one
-    place the arithmetic lives (launch.spec.Layout adds validation; the rank side and the
+    place the arithmetic lives (job.spec.Layout adds validation; the rank side and the
     job followers read a layout back from the environment or a job record)."""
 
     nodes: int = 1
