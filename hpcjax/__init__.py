@@ -22,7 +22,7 @@ Importing hpcjax imports none of them; the names below, and the rooms themselves
 `__main__` is `python -m hpcjax`.
 """
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 _LAZY = {
     "initialize": ("hpcjax.rank.start.runtime", "initialize"),
@@ -51,7 +51,7 @@ _LAZY = {
 
 
 ROOMS = ("job", "launch", "backends", "slurm", "localjobs", "follow", "containers", "hosts", "catalog", "pages",
-         "rank", "train", "api", "cli")
+         "rank", "train", "api", "cli", "protocol", "values")
 
 
 def __getattr__(name: str):

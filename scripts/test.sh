@@ -29,7 +29,7 @@ if [ ${#missing[@]} -gt 0 ]; then
   if [ -n "${made_policy:-}" ]; then rm -f "$policy"; fi
 fi
 echo "test.sh: installing hpcjax and its dependencies (pip)" >&2
-python3 -m pip install -q --disable-pip-version-check --root-user-action=ignore -e ".[test]"
+python3 -m pip install -q --disable-pip-version-check --root-user-action=ignore -e ".[test,docs]"
 # pyenv only sees a new console script after a rehash.
 if command -v pyenv >/dev/null; then pyenv rehash; fi
 # Compiled once for every `python -m hpcjax` the tests start (with PYTHONDONTWRITEBYTECODE set,

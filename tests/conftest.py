@@ -1,6 +1,6 @@
 """Shared fixtures, helpers and the test tiers.
 
-Tiers, by what a test needs (`-m TIER`; README "Development" has the commands):
+Tiers, by what a test needs (`-m TIER`; docs/development.md has the commands):
   pure       Python alone: no JAX, no cluster, no container (every test not marked otherwise)
   jax        JAX on this machine (in the test, or in the processes it starts), or a package build
              and install (`pytest.mark.jax`)

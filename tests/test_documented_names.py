@@ -1,4 +1,4 @@
-"""Every `hpcjax.NAME(...)` the README and the architecture spell resolves after a plain
+"""Every `hpcjax.NAME(...)` the README and the docs pages spell resolves after a plain
 `import hpcjax`, as a user types it (issue 34: `hpcjax.rank.progress(1)` raised AttributeError)."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ CALLED = re.compile(r"\bhpcjax(?:\.[A-Za-z_][A-Za-z0-9_]*)+(?=\()")
 
 
 def documented_names() -> list[str]:
-    text = (REPO / "README.md").read_text() + (REPO / "docs/architecture.md").read_text()
+    text = "".join(p.read_text() for p in [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))])
     return sorted(set(CALLED.findall(text)))
 
 

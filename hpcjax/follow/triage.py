@@ -30,7 +30,7 @@ def _cause(name: str, pattern: str, hint: str) -> Cause:
 
 HANG_HINT = ("the ranks were alive but stopped making progress: the stacks show where each waited "
              "(`hpcjax stacks JOBID` shows them while a job runs). The hang watch's timeout adapts to the "
-             "steps; its knobs are HPCJAX_HANG_FLOOR, HPCJAX_HANG_CEILING and HPCJAX_HANG_FACTOR (README, Failures)")
+             "steps; its knobs are HPCJAX_HANG_FLOOR, HPCJAX_HANG_CEILING and HPCJAX_HANG_FACTOR (docs/failures.md)")
 
 CAUSES = (
     _cause("hang", r"hpcjax: process \d+ on \S+: no progress for \d+ s", HANG_HINT),

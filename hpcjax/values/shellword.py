@@ -1,6 +1,6 @@
 """How a user's value becomes one word of the rendered script, written once.
 
-The rule (README, "Values with variables"): in an `--env` value and a `--bind` path,
+The rule (docs/first-cluster.md, "Values with variables"): in an `--env` value and a `--bind` path,
 `$NAME` and `${NAME}` are the job's variables and expand on the compute node when the
 script runs (`--bind '$SCRATCH/data:/data'`, `--env 'PATH=/opt/bin:$PATH'`); `$$` is one
 literal `$`; everything else is literal, whatever it holds (`$(...)`, backquotes, `;`,

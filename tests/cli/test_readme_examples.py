@@ -1,6 +1,8 @@
-"""The README's examples that need no cluster run as written (issue 24): every `hpcjax render`,
-`hpcjax container recipe` and `hpcjax profile` line of its code blocks that names concrete
-values, run as a user would (a shell, in a fresh directory beside the repository's profiles)."""
+"""The docs' examples that need no cluster run as written (issues 24 and 47): every `hpcjax
+render`, `hpcjax container recipe` and `hpcjax profile` line of a code block in the README or a
+page of docs/ that names concrete values, run as a user would (a shell, in a fresh directory
+beside the repository's profiles). The other commands need a cluster (the dev cluster's tests
+run them) or a real GPU cluster."""
 
 from __future__ import annotations
 
@@ -16,7 +18,14 @@ PLACEHOLDERS = re.compile(r"\.\.\.|\[|\||\b(JOBID|NAME|FILE|IMAGE|RECIPE|P)\b")
 
 
 def readme_examples() -> list[str]:
-    found, lines = [], (REPO / "README.md").read_text().splitlines()
+    found = []
+    for page in [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]:
+        found += examples_of(page.read_text().splitlines())
+    return list(dict.fromkeys(found))
+
+
+def examples_of(lines: list[str]) -> list[str]:
+    found = []
     for i, line in enumerate(lines):
         text = line.strip()
         if not line.startswith("    ") or not text.startswith(RUNNABLE):
