@@ -44,9 +44,9 @@ export SLURM_CONF=${SLURM_CONF:-${HPCJAX_DEVCLUSTER_DIR:-/var/lib/hpcjax-devclus
 HPCJAX_TEST_IMAGE=$(bash containers/charliecloud-image.sh)
 export HPCJAX_TEST_IMAGE
 # The cheap tier first (Python alone, under a minute), so that a failure there shows at once; then
-# four workers: the cluster and container tests in four groups (tests/conftest.py), so at most
-# four share the dev cluster, the JAX tests spread over all four (the two cores were half idle
-# with three: most of a cluster test is waiting on the queue and the ranks); then the few tests that need an
+# three workers: the cluster and container tests in three groups (tests/conftest.py), so at most
+# three share the dev cluster, the JAX tests spread over all three (four were tried: faster, but
+# two cores then starve JAX's start-up into aborts; tests/conftest.py says more); then the few tests that need an
 # idle machine or the whole cluster, alone. Each run ends with its tiers' test time against
 # tests/budgets.toml. Every part runs, whatever the one before said; the status is the worst.
 # Every test's phases with their start and end (tests/conftest.py), one JSON line each: which
@@ -62,6 +62,6 @@ tier() {
   python3 -m pytest "$@" || { rc=$?; [ "$rc" -eq 5 ] || status=$rc; }  # 5: none selected (e.g. with -k)
 }
 tier -ra -n 3 -m "pure and not serial" "$@"
-tier -ra -n 4 --dist loadgroup -m "not pure and not serial" "$@"
+tier -ra -n 3 --dist loadgroup -m "not pure and not serial" "$@"
 tier -ra -m serial "$@"
 exit "$status"

@@ -9,9 +9,9 @@ Tiers, by what a test needs (`-m TIER`; docs/development.md has the commands):
 The project's test command starts the cluster and builds the image, so every tier runs in CI;
 a cluster test fails, never skips, when the cluster is down.
 
-Running in parallel (scripts/test.sh: `-n 4 --dist loadgroup`): the cluster and container
-tests are in four xdist groups by file (CLUSTER_GROUPS, balanced by their measured time;
-the laptop-over-SSH tests, mostly waiting, together), so at most four of them
+Running in parallel (scripts/test.sh: `-n 3 --dist loadgroup`): the cluster and container
+tests are in three xdist groups by file (CLUSTER_GROUPS, balanced by their measured time;
+the laptop-over-SSH tests, mostly waiting, in a group of their own), so at most three of them
 share the dev cluster at once, each group in order on one worker, while
 the rest spread over the workers. Tests whose verdict needs an idle machine or the whole
 cluster (`pytest.mark.serial`: who waits for whom, in seconds; stopping slurmdbd) are left
@@ -39,20 +39,20 @@ STANDINS = TESTS / "standins"
 DEVCLUSTER_CONF = Path(os.environ.get("HPCJAX_DEVCLUSTER_DIR", "/var/lib/hpcjax-devcluster")) / "etc/slurm.conf"
 TIERS = ("pure", "jax", "cluster", "container")
 # Cluster test files -> the xdist group they run in (scripts/test.sh); each group's files run
-# one test at a time, so at most four share the dev cluster (its nodes were busy only about a
-# third of the time with three). Balanced by the seconds each file took in a parallel run of
-# 2026-11-27 (in brackets; test-timeline.jsonl of a run has the next figures), the laptop-over-SSH
-# files together.
+# one test at a time (so at most three share the dev cluster). Balanced by the seconds each file took in a parallel run (in brackets).
+# Four workers in four groups were tried (2026-11-27): the main tier took 40 min instead of 46, but
+# the two cores were then so loaded that a JAX process's registration with its coordinator timed
+# out and was retried, and JAX aborted the job (SIGABRT) before the program ran: three it is.
 CLUSTER_GROUPS = {
-    "cluster-a": ("test_failures_cluster", "test_api_cluster", "test_containers_cluster",  # 591, 212, 176
-                  "test_sweeps_cluster", "test_runtime_cluster", "test_scalars_cluster"),  # 118, 61, 41
-    "cluster-b": ("test_round_four_cluster", "test_triage_cluster", "test_preflight_cluster",  # 559, 221, 181
-                  "test_train_scale_cluster", "test_plain_jax_cluster", "test_exitguard_cluster"),  # 121, 71, 61
-    "cluster-c": ("test_site_cluster", "test_hang_cluster", "test_train_cluster",  # 472, 237, 205
-                  "test_holds_cluster", "test_pipeline_cluster", "test_run_cluster"),  # 148, 96, 32
-    "cluster-d": ("test_remote_cluster", "test_api_from_a_laptop",  # 338, 150: mostly waiting on ssh and the queue
-                  "test_submit_cluster", "test_acceptance_cluster", "test_stacks_cluster",  # 233, 197, 131
-                  "test_catalog_cluster"),  # 110
+    "cluster-a": ("test_failures_cluster", "test_api_cluster", "test_triage_cluster",  # 368, 143, 101
+                  "test_plain_jax_cluster", "test_runtime_cluster", "test_run_cluster",  # 71, 61, 16
+                  "test_holds_cluster"),  # 90
+    "cluster-b": ("test_train_cluster", "test_containers_cluster", "test_train_scale_cluster",  # 205, 178, 121
+                  "test_submit_cluster", "test_pipeline_cluster", "test_scalars_cluster",  # 98, 96, 41
+                  "test_preflight_cluster", "test_acceptance_cluster"),
+    "cluster-c": ("test_remote_cluster", "test_api_from_a_laptop",  # 270, 60: mostly waiting on ssh and the queue
+                  "test_stacks_cluster", "test_hang_cluster", "test_catalog_cluster", "test_sweeps_cluster",
+                  "test_exitguard_cluster", "test_round_four_cluster", "test_site_cluster"),
 }
 # The session compiles with XLA's cheaper CPU backend (LLVM at optimization level 0, without
 # its expensive passes), here and in every process it starts (jobs inherit the environment):

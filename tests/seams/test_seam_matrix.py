@@ -21,7 +21,7 @@ from targets import RANKS, Held, Local, Slurm, Ssh
 
 FINAL = {"watch": "COMPLETED", "follow": "COMPLETED", "stacks": "COMPLETED", "requeue": "COMPLETED",
          "cancel": "CANCELLED", "hang_short": "FAILED", "hang_default": "FAILED"}
-GROUPS = ("cluster-a", "cluster-b", "cluster-c", "cluster-d")
+GROUPS = ("cluster-a", "cluster-b", "cluster-c")
 
 
 def groups_by_cost() -> dict[str, str]:

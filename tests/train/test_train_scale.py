@@ -103,7 +103,7 @@ def test_any_program_using_hpcjax_initialize_gets_the_cache_from_the_environment
     import os
     import subprocess
 
-    program = ("import jax, jax.numpy as jnp\nfrom hpcjax.rank import initialize\nfrom hpcjax.rank import "
+    program = ("import jax, jax.numpy as jnp\nfrom hpcjax.rank import initialize\nfrom hpcjax.rank.cache import "
                "compile_cache\ninitialize()\nprint(float(jax.jit(lambda x: (x * 2).sum())(jnp.ones(4))))\n"
                "print(compile_cache.stats().describe())\n")
     env = {**os.environ, "HPCJAX_COMPILE_CACHE": str(tmp_path / "cache"), "JAX_PLATFORMS": "cpu"}
