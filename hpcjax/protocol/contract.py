@@ -227,31 +227,6 @@ def coordinator_wrapper(prefixes: tuple[str, ...] = (), passed: tuple[str, ...] 
     return text + '; exec "$@"'
 
 
-def script_names(output_dir: str, *, array: bool, in_hold: bool, hold: bool, retry_failed: bool, preflight: bool,
-                 gpus_per_process: int) -> dict[str, object]:
-    """Every name of this contract the batch script spells, in one reading (the template's values:
-    slurm.script adds the spec's own): the logs, markers, signals, exit codes and keys, with the
-    job's name as the script knows it."""
-    key = job_key_shell(array, in_hold=in_hold)
-    batch_log, rank_log = batch_log_pattern(output_dir, array), rank_log_pattern(output_dir, array)
-    return dict(
-        batch_log=batch_log, rank_log=rank_log,
-        preflight_log=batch_log.replace(BATCH_LOG.replace("%j", ""), PREFLIGHT_LOG.replace("%j", "")),
-        hold_spool=HOLD_QUEUE.replace("%j", "${SLURM_JOB_ID}") if hold else "", job_key_env=JOB_KEY_ENV,
-        compile_cache_env=COMPILE_CACHE_ENV, warning_signal=WARNING_SIGNAL,
-        stop_marker=STOP_MARKER.replace("%j", key), stop_marker_env=STOP_MARKER_ENV,
-        attempts_log=ATTEMPTS_LOG.replace("%j", key), attempt_line=ATTEMPT_LINE,
-        batch_log_name=BATCH_LOG.replace("%j", key),
-        rank_log_name=RANK_LOG.replace("%j", key).replace("%t", "${hpcjax_failed_task}"),
-        no_retry_exit=NO_RETRY_EXIT, jax_local_device_ids=jax_local_device_ids(gpus_per_process),
-        log_dir_env=LOG_DIR_ENV, hang_marker=HANG_MARKER.replace("%j", key),
-        rank_hang_prefix=RANK_HANG.split("%t")[0].replace("%j", key), rank_hang_suffix=RANK_HANG.split("%t")[1],
-        attempt_number=attempt_number_shell(), attempt_printf=attempt_printf(retry_failed, preflight),
-        error_key=ERROR_KEY, failed_node_key=FAILED_NODE_KEY,
-        preflight_log_name=PREFLIGHT_LOG.replace("%j", key), preflight_verdict=PREFLIGHT_VERDICT.replace("%j", key),
-        preflight_key=PREFLIGHT_KEY)
-
-
 def batch_log_pattern(directory: str, array: bool = False) -> str:
     """The batch log as sbatch's --output takes it (SLURM fills %j, or %A_%a in an array)."""
     return f"{directory}/{BATCH_LOG}".replace("%j", ARRAY_JOB_KEY if array else "%j")

@@ -13,7 +13,7 @@ import jinja2
 from jinja2.sandbox import SandboxedEnvironment
 
 from hpcjax import __version__
-from hpcjax.protocol import contract, timeouts
+from hpcjax.protocol import contract, scriptnames, timeouts
 from hpcjax.values import shellword
 from hpcjax.protocol.statuses import signal_words
 from hpcjax.values.errors import SpecError
@@ -144,7 +144,7 @@ def check_bash_syntax(text: str, spec: JobSpec) -> None:
 
 def _render(template, spec: JobSpec, hold: bool = False) -> str:
     launch = spec.container.runtime_rules.launch(spec, image_word(spec))
-    names = contract.script_names(spec.output_dir, array=bool(spec.array), in_hold=bool(spec.on), hold=hold,
+    names = scriptnames.script_names(spec.output_dir, array=bool(spec.array), in_hold=bool(spec.on), hold=hold,
                                   retry_failed=spec.retry_failed, preflight=spec.preflight,
                                   gpus_per_process=spec.layout.gpus_per_process)
     return template.render(

@@ -35,6 +35,7 @@ JOB_VERBS = {"hpcjax.cli.jobs", "hpcjax.cli.kinds", "hpcjax.cli.outputs", "hpcja
 ALLOWED = {
     "render": COMMON | {"hpcjax.cli.jobs", "hpcjax.cli.kinds", "hpcjax.cli.outputs", "hpcjax.job.profiles",
                         "hpcjax.job.sweeps", "hpcjax.hosts.cluster", "hpcjax.slurm", "hpcjax.slurm.script",
+                        "hpcjax.protocol.scriptnames",
                         "hpcjax.protocol.statuses"},
     "runs": COMMON | FOLLOW | CATALOG | LOCAL | {"hpcjax.cli.runs"},
     "status": COMMON | FOLLOW | CATALOG | LOCAL | JOB_VERBS,
