@@ -145,10 +145,10 @@ def runs_here(name: str | None) -> bool:
 
 
 def cluster_for(name: str | None, cluster, *, named: bool = True, spelled: Spelling = OPTIONS):
-    """The one rule of where a submission goes, for every entry point: `cluster` (None, or one not
-    reached over SSH: this machine), or None where it gives way. A backend that runs here runs here: a cluster that only a
-    default named ($HPCJAX_CLUSTER, a profile's host) gives way to it, and one named outright
-    (`named`) with it is a contradiction, refused before anything is done."""
+    """The one rule of where a submission goes, for every entry point: `cluster` as given (None, or
+    one not reached over SSH: this machine), or None where it gives way. A backend that runs here
+    runs here: a cluster that only a default named ($HPCJAX_CLUSTER, a profile's host) gives way to
+    it, and one named outright (`named`) with it is a contradiction, refused before anything is done."""
     if cluster is None or not cluster.remote or not runs_here(name):
         return cluster
     if named:
@@ -167,8 +167,8 @@ def choose(name: str | None = AUTO, *, cluster=None, quiet: bool = False) -> Bac
         name = os.environ[BACKEND_ENV]
         if name == AUTO or name not in names():
             raise UsageError(f"{BACKEND_ENV}={name!r} is not a backend", f"valid backends: {', '.join(names())}")
-    found = cluster_for(name, cluster)  # a named backend that runs here, with a cluster: refused
-    remote = found is not None and found.remote
+    cluster_for(name, cluster)  # a named backend that runs here, with a cluster: refused
+    remote = cluster is not None and cluster.remote
     if name != AUTO:
         return get(name)
     candidates = [get(n) for n in names()]
