@@ -2,8 +2,8 @@
 
 Tiers, by what a test needs (`-m TIER`; docs/development.md has the commands):
   pure       Python alone: no JAX, no cluster, no container (every test not marked otherwise)
-  jax        JAX on this machine (in the test, or in the processes it starts), or a package build
-             and install (`pytest.mark.jax`)
+  jax        JAX on this machine (in the test, or in the processes it starts), or a build (the
+             package's, and its install; the docs site's) (`pytest.mark.jax`)
   cluster    the dev cluster (slurm/devcluster/up.sh): marked by using the `slurm_cluster` fixture
   container  the Charliecloud test image: marked by using the `charliecloud_image` fixture
 The project's test command starts the cluster and builds the image, so every tier runs in CI;

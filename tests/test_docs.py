@@ -22,6 +22,7 @@ QUOTED = re.compile(r"`([^`\n]+)`")
 NOT_PATHS = {"train/loss", "train/learning_rate", "train/grad_norm"}
 
 
+@pytest.mark.jax  # a build, like the package's (tests/conftest.py's tiers): seconds the pure tier need not wait for
 def test_the_docs_site_builds_with_warnings_as_errors(tmp_path):
     """mkdocs.yml's site: every page in the nav, every link and anchor found, the generated
     reference pages (scripts/docs_reference.py) and the API's docstrings rendered."""

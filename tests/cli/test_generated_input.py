@@ -93,7 +93,7 @@ def option_value(name: str):
 option = st.sampled_from(VALUED).flatmap(lambda name: st.tuples(st.just(name), option_value(name)))
 
 
-@settings(SETTINGS, max_examples=2 * SETTINGS.max_examples)
+@settings(SETTINGS)  # twice as many (issue 24) were 8 s of the pure tier's 100; HPCJAX_EXAMPLES draws more
 @given(options=st.lists(option, max_size=4),
        runtime=st.sampled_from(RUNTIMES),
        command=st.tuples(tame.filter(bool), st.lists(tame | hostile, max_size=3)).map(lambda c: [c[0], *c[1]]))

@@ -22,13 +22,15 @@ from targets import RANKS, Held, Local, Slurm, Ssh
 FINAL = {"watch": "COMPLETED", "follow": "COMPLETED", "stacks": "COMPLETED", "requeue": "COMPLETED",
          "cancel": "CANCELLED", "hang_short": "FAILED", "hang_default": "FAILED"}
 GROUPS = ("cluster-a", "cluster-b", "cluster-c")
+# Cells that only wait for the hang watch's default floor: run together by one test, not by test_seam.
+WAITING_TOGETHER = [cell for cell in CELLS if cell["follow_up"] == "hang_default"]
 
 
 def groups_by_cost() -> dict[str, str]:
     """Each cell's xdist group: the costliest first, each to the group with the least so far."""
     load = dict.fromkeys(GROUPS, 0)
     chosen = {}
-    for cell in sorted(CELLS, key=cost, reverse=True):
+    for cell in sorted((c for c in CELLS if c not in WAITING_TOGETHER), key=cost, reverse=True):
         group = min(load, key=load.get)
         chosen[name(cell)] = group
         load[group] += cost(cell)
@@ -40,6 +42,8 @@ GROUP_OF = groups_by_cost()
 
 def params():
     for cell in CELLS:
+        if cell in WAITING_TOGETHER:
+            continue
         tier = pytest.mark.jax if cell["target"] == "local" else pytest.mark.cluster
         yield pytest.param(cell, id=name(cell), marks=[tier, pytest.mark.xdist_group(GROUP_OF[name(cell)])])
 
@@ -64,7 +68,30 @@ def target(request, tmp_path):
 @pytest.mark.parametrize("cell", list(params()))
 def test_seam(cell, target):
     release = target.release_path(f"release-{name(cell)}")
-    started = ENTRY[cell["entry"]](target, cell["follow_up"], release)
+    follow_through(cell, target, ENTRY[cell["entry"]](target, cell["follow_up"], release))
+
+
+@pytest.mark.xdist_group("cluster-a")
+def test_seam_hang_default_cells_wait_their_five_minutes_together(shared_storage, tmp_path):
+    """The hang_default cells (a plain script's and a Trainer's, each ending only at the watch's
+    300 s floor) start at once and are then followed one by one: the same cells as test_seam
+    would run, sharing one wait instead of taking one each (a worker's ~5 minutes)."""
+    assert len(WAITING_TOGETHER) == 2, WAITING_TOGETHER
+    running = []
+    for cell in WAITING_TOGETHER:
+        target = Slurm(shared_storage / name(cell) / "project", tmp_path / name(cell) / "hpcjax-home")
+        started = ENTRY[cell["entry"]](target, cell["follow_up"], target.release_path(f"release-{name(cell)}"))
+        running.append((cell, target, started))
+    try:
+        for cell, target, started in running:
+            follow_through(cell, target, started)
+    finally:
+        for _, target, started in running:
+            target.hpcjax("cancel", started.job)  # one that failed early leaves none behind
+
+
+def follow_through(cell: dict, target, started: Started) -> None:
+    """Follow a started cell up its way, then check what every job answers to after it ends."""
     try:
         if cell["follow_up"] != "cancel":  # a chain's first link ends at once (cancel: its second waits)
             release_others(target, started)
