@@ -1,12 +1,17 @@
 """Helpers tests in several folders share: the tiny model of the cluster training tests, the
-metrics a run wrote, whether a picture is more than a blank page, and the CLI run in this process."""
+metrics a run wrote, whether a picture is more than a blank page, the CLI run in this process, and
+which words of an `hpcjax ...` command its parser does not know."""
 
 from __future__ import annotations
 
+import argparse
 import contextlib
+import functools
 import io
 import json
 import os
+import re
+import shlex
 import time
 from pathlib import Path
 
@@ -53,3 +58,30 @@ def cli(cwd: Path, *argv: str) -> tuple[int, str, str]:
         os.chdir(here)
     return code, out.getvalue(), err.getvalue()
 
+
+@functools.lru_cache(maxsize=1)
+def hpcjax_parser() -> argparse.ArgumentParser:
+    from hpcjax.cli import build_parser
+
+    return build_parser()
+
+
+def unknown_words(command: str) -> list[str]:
+    """The verb and options of an `hpcjax ...` command that its parser does not know (a choice
+    like `[--json]` counts as its option; the program after `--` is not hpcjax's)."""
+    words = shlex.split(command.replace("[", " ").replace("]", " ").replace("|", " "))[1:]
+    if "--" in words:
+        words = words[:words.index("--")]
+    parser, unknown = hpcjax_parser(), []
+    while True:
+        verbs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        if not verbs or not words or words[0].startswith("-"):
+            break
+        if words[0] not in verbs[0].choices:
+            return [words[0]]
+        parser, words = verbs[0].choices[words[0]], words[1:]
+    known = {option for action in parser._actions for option in action.option_strings}
+    for word in words:
+        if word.startswith("-") and not re.fullmatch(r"-\d.*", word) and word.split("=")[0] not in known:
+            unknown.append(word)
+    return unknown

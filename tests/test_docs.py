@@ -108,3 +108,18 @@ def test_every_name_a_page_quotes_exists(page):
     text = re.sub(r"^(    |\t).*$", "", page.read_text(), flags=re.M)  # code blocks show commands, not names
     bad = sorted({name for name in QUOTED.findall(text) if missing(name)})
     assert not bad, f"{page.relative_to(REPO)} names what does not exist: {bad}"
+
+
+# What ran where is said on docs/testing.md, not between the how-to passages (issue 47): a how-to
+# page links there instead.
+PROVENANCE = re.compile(r"What ran for real:(?! \[How hpcjax is tested\])|\b[Tt]ested (?:for real|on the dev cluster)"
+                        r"|\(tested\)|\b[Ss]eed \d{3}\b")
+NOT_HOW_TO = {"testing.md", "development.md", "architecture.md", "CHANGELOG.md"}
+
+
+def test_what_ran_for_real_is_said_on_the_testing_page_only():
+    assert PROVENANCE.search("What ran for real: the dev cluster") and PROVENANCE.search("Seed 000's example")
+    assert not PROVENANCE.search("What ran for real: [How hpcjax is tested](testing.md#preflight).")
+    bad = [f"{page.relative_to(REPO)}: {found.group(0)!r}" for page in PAGES if page.name not in NOT_HOW_TO
+           for found in PROVENANCE.finditer(page.read_text())]
+    assert not bad, bad
