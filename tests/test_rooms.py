@@ -4,6 +4,7 @@ but JAX and NumPy; and the rank side really runs in a venv holding only those.""
 
 import ast
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -108,6 +109,25 @@ def test_each_room_imports_only_what_it_may(room, path):
 
 # The API's rank side runs inside the job's image: no jinja2 there, so no launch code.
 API_RANK_SIDE = ("worker.py", "session.py", "folder.py")
+
+
+def test_the_architecture_pages_table_says_these_rules():
+    """docs/architecture.md's table of rooms names, for each room, exactly what ALLOWED lets it
+    import (rooms and third-party packages; asides after a `;` are prose)."""
+    rows = [line for line in (REPO / "docs" / "architecture.md").read_text().splitlines() if line.startswith("| `hpcjax/")]
+    third_party = {name.lower() for allowed in ALLOWED.values() for name in allowed if not name.startswith("hpcjax")}
+    said = {}
+    for row in rows:
+        room, column = re.match(r"\| `hpcjax/(\w+)/`", row)[1], row.split("|")[4].split(";")[0]
+        words = {word.strip("`").lower() for word in re.findall(r"`?[A-Za-z][A-Za-z0-9_.]*`?", column)}
+        said[room] = ({w for w in words if w.split(".")[0] in ROOMS} - {"protocol", "values"},
+                      {w for w in words if w in third_party})
+    assert set(said) == set(ROOMS) | {"cli"}, sorted(said)
+    for room in ROOMS:
+        rooms = {name.removeprefix("hpcjax.") for name in ALLOWED[room] if name.startswith("hpcjax.")} - \
+            {"protocol", "values", room}
+        packages = {name.lower() for name in ALLOWED[room] if not name.startswith("hpcjax")}
+        assert said[room] == (rooms, packages), (room, said[room], (rooms, packages))
 
 
 def test_the_runtime_table_needs_only_the_standard_library():
