@@ -123,3 +123,18 @@ def test_what_ran_for_real_is_said_on_the_testing_page_only():
     bad = [f"{page.relative_to(REPO)}: {found.group(0)!r}" for page in PAGES if page.name not in NOT_HOW_TO
            for found in PROVENANCE.finditer(page.read_text())]
     assert not bad, bad
+
+
+def test_the_files_page_names_every_file_of_the_contract_and_the_run_directory():
+    """docs/reference/files.md is written by hand; the names it must hold are read from the modules
+    that own them (a log name of the contract, an entry of the run directory), so a new file
+    cannot go unlisted."""
+    from hpcjax.protocol import contract, rundir
+
+    quoted = {name.rstrip("/") for name in QUOTED.findall((REPO / "docs" / "reference" / "files.md").read_text())}
+    logs = {value.replace("%j", "JOB").replace("%t", "R") for name, value in vars(contract).items()
+            if name.isupper() and isinstance(value, str) and value.startswith("%j-")}
+    entries = {value for name, value in vars(rundir).items() if name.isupper() and isinstance(value, str)
+               and re.fullmatch(r"[a-z][a-z.-]+", value) and getattr(rundir.RunDir, name.lower(), None) is not None}
+    assert len(logs) >= 8 and len(entries) >= 8, (logs, entries)
+    assert not (logs | entries) - quoted, sorted((logs | entries) - quoted)
