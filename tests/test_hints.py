@@ -11,6 +11,7 @@ hpcjax (`launch.steps`, `hpcjax.rank.progress`) and a path of the repository (`d
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from pathlib import Path
 
@@ -29,14 +30,13 @@ FILE_SUFFIXES = ("py", "json", "jsonl", "toml", "log", "sh", "html", "txt", "md"
                  "conf")
 
 
-def constants() -> set[str]:
-    """HPCJAX_* names the package defines as Python constants (not variables of the environment)."""
-    return {target.id for module in (REPO / "hpcjax").rglob("*.py") for node in ast.walk(ast.parse(module.read_text()))
+@functools.lru_cache(maxsize=1)
+def known_variables() -> set[str]:
+    """The environment's HPCJAX_* variables, retired ones, and the HPCJAX_* names the package
+    defines as Python constants (not variables of the environment). Read when a test runs."""
+    return set(NAMES) | set(RETIRED) | {target.id for module in (REPO / "hpcjax").rglob("*.py") for node in ast.walk(ast.parse(module.read_text()))
             if isinstance(node, ast.Assign) for target in node.targets
             if isinstance(target, ast.Name) and target.id.startswith("HPCJAX_")}
-
-
-KNOWN_VARIABLES = set(NAMES) | set(RETIRED) | constants()
 
 
 def strings(path: Path):
@@ -55,7 +55,7 @@ def wrong_names(text: str) -> list[str]:
             continue  # a format string's field (the value comes at run time); a progress line's prefix (`hpcjax site: ...`)
         for verb in verbs.split("/"):  # `hpcjax status/logs/cancel`
             wrong += [f"{word!r} in {command!r}" for word in unknown_words(f"hpcjax {verb} {rest}")]
-    wrong += [name for name in VARIABLE.findall(text) if name not in KNOWN_VARIABLES]
+    wrong += [name for name in VARIABLE.findall(text) if name not in known_variables()]
     for dotted in DOTTED.findall(text):
         if dotted.rsplit(".", 1)[-1] not in FILE_SUFFIXES and missing(dotted if dotted.startswith("hpcjax.")
                                                                      else f"hpcjax.{dotted}"):

@@ -14,7 +14,7 @@ import pytest
 
 from hpcjax.protocol.contract import Layout
 from hpcjax.job.spec import JobSpec
-from hpcjax.slurm import commands, versions
+from hpcjax.slurm import commands, controller, versions
 from hpcjax.slurm.controller import Slurm
 from hpcjax.slurm.script import render_sbatch
 
@@ -101,7 +101,8 @@ def test_a_release_is_read_from_what_scontrol_says(said, release):
     assert versions.parse(said) == release
 
 
-def test_an_option_newer_than_the_cluster_is_left_out_and_the_old_release_said_once(capsys):
+def test_an_option_newer_than_the_cluster_is_left_out_and_the_old_release_said_once(capsys, monkeypatch):
+    monkeypatch.setattr(controller, "QUERY_BACKOFF_S", 0)  # the silent cluster's retries need not wait
     old = FakeHost(lambda argv: (0, "slurm 20.02.7\n") if argv[:2] == ["scontrol", "--version"] else (1, "?"))
     slurm = Slurm(old)
     assert not slurm.has("srun", "--overlap") and not slurm.has("srun", "--overlap")

@@ -12,11 +12,18 @@ import pytest
 
 from hpcjax.values.errors import ConfigError
 from hpcjax.train.config import ModelConfig, TrainConfig
-from hpcjax.train.pace import SLOW_SHARE, STREAK, Judge, Verdict, collective_seconds, describe, judge_capture
 
 pytestmark = pytest.mark.jax  # needs JAX on this machine
 
 MS = 1_000_000  # nanoseconds
+
+
+def pace():
+    """hpcjax.train.pace, imported when a test runs: it imports JAX (1.3 s), which every worker of
+    the pure tier would pay just to collect this file."""
+    from hpcjax.train import pace as module
+
+    return module
 
 
 def test_cpu_traces_count_the_xla_thread_pools_collectives():
@@ -27,7 +34,7 @@ def test_cpu_traces_count_the_xla_thread_pools_collectives():
               ("/host:CPU", "tf_XLAPjRtCpuClient/2", "reduce-scatter.1", 60 * MS, 20 * MS),
               ("/host:CPU", "tf_XLAPjRtCpuClient/2", "dot.1", 80 * MS, 40 * MS),
               ("/host:CPU", "tf_XLAPjRtCpuClient/2", "copy_subtract_fusion", 120 * MS, 5 * MS)]
-    assert collective_seconds(events, local_devices=1) == pytest.approx(0.060)
+    assert pace().collective_seconds(events, local_devices=1) == pytest.approx(0.060)
 
 
 def test_with_several_devices_per_process_each_instance_counts_its_last_arriving_device():
@@ -39,9 +46,9 @@ def test_with_several_devices_per_process_each_instance_counts_its_last_arriving
         for n, wait in enumerate(durations):
             end = step_end * MS + n * MS // 5
             events.append(("/host:CPU", f"tf_XLAEigen/{n % 2}", "all-reduce", end - wait * MS, wait * MS))
-    assert collective_seconds(events, local_devices=4) == pytest.approx((2 + 3) / 1000)
+    assert pace().collective_seconds(events, local_devices=4) == pytest.approx((2 + 3) / 1000)
     # A capture that cut an instance short still groups the rest by their ends.
-    assert collective_seconds(events[1:], local_devices=4) == pytest.approx((4 + 3) / 1000)
+    assert pace().collective_seconds(events[1:], local_devices=4) == pytest.approx((4 + 3) / 1000)
 
 
 def test_a_real_cpu_trace_of_four_devices_groups_into_one_instance_per_step(tmp_path):
@@ -82,26 +89,26 @@ def test_gpu_traces_count_each_device_planes_ops_once():
                    (device, "XLA Ops", "collective-permute-done", 95 * MS, 2 * MS)]
     events.append(("/host:CPU", "tf_XLAPjRtGpuClient/1", "all-reduce", 0, 999 * MS))  # the host side: not counted
     # Each instance counts its last-arriving device: GPU:0's 10 ms, and 2 ms.
-    assert collective_seconds(events, local_devices=2) == pytest.approx(0.012)
+    assert pace().collective_seconds(events, local_devices=2) == pytest.approx(0.012)
     # Without an "XLA Ops" line, the kernels of the streams are what there is.
     kernels = [e for e in events if e[1].startswith("Stream")]
-    assert collective_seconds(kernels, local_devices=2) == pytest.approx(0.010)
+    assert pace().collective_seconds(kernels, local_devices=2) == pytest.approx(0.010)
     # An op's Nth run on each plane is one instance: two runs, each device's shorter one in turn.
     twice = [(f"/device:GPU:{d}", "XLA Ops", "all-reduce.1", n * 100 * MS, w * MS)
              for d, waits in ((0, (5, 20)), (1, (25, 8))) for n, w in enumerate(waits)]
-    assert collective_seconds(twice, local_devices=2) == pytest.approx((5 + 8) / 1000)
+    assert pace().collective_seconds(twice, local_devices=2) == pytest.approx((5 + 8) / 1000)
 
 
 def test_a_gpu_trace_without_device_planes_is_refused_not_misread():
     host_only = [("/host:CPU", "tf_XLAPjRtGpuClient/1", "all-reduce", 0, 9 * MS)]
     with pytest.raises(ValueError, match="no gpu device activity"):
-        collective_seconds(host_only, local_devices=1, platform="gpu")
+        pace().collective_seconds(host_only, local_devices=1, platform="gpu")
 
 
 def test_the_rank_that_waits_least_is_the_one_the_others_waited_for():
-    assert judge_capture([0.70, 0.45, 0.72, 0.68]) == (1, pytest.approx(0.70 - 0.45))
-    assert judge_capture([0.40, 0.38]) == (1, pytest.approx(0.02))
-    assert judge_capture([0.5]) == (None, 0.0)
+    assert pace().judge_capture([0.70, 0.45, 0.72, 0.68]) == (1, pytest.approx(0.70 - 0.45))
+    assert pace().judge_capture([0.40, 0.38]) == (1, pytest.approx(0.02))
+    assert pace().judge_capture([0.5]) == (None, 0.0)
 
 
 def shares(slow: int, wait: float, ranks: int = 2) -> list[float]:
@@ -109,33 +116,33 @@ def shares(slow: int, wait: float, ranks: int = 2) -> list[float]:
 
 
 def test_a_rank_is_named_after_streak_captures_and_cleared_when_the_others_stop_waiting():
-    judge = Judge()
-    verdicts = [judge(shares(1, 0.3)) for _ in range(STREAK)]
-    assert [v.named for v in verdicts] == [None] * (STREAK - 1) + [1]
+    judge = pace().Judge()
+    verdicts = [judge(shares(1, 0.3)) for _ in range(pace().STREAK)]
+    assert [v.named for v in verdicts] == [None] * (pace().STREAK - 1) + [1]
     assert verdicts[-1].named_wait == pytest.approx(0.3)
     # A capture that caught few of its pauses (it still waited least) keeps it named...
     kept = judge(shares(1, 0.02))
-    assert kept.named == 1 and kept.named_wait == pytest.approx((0.3 * (STREAK - 1) + 0.02) / STREAK)
+    assert kept.named == 1 and kept.named_wait == pytest.approx((0.3 * (pace().STREAK - 1) + 0.02) / pace().STREAK)
     # ...until the others' average wait is under SLOW_SHARE.
-    quiet = [judge(shares(0, 0.01)).named for _ in range(STREAK)]
+    quiet = [judge(shares(0, 0.01)).named for _ in range(pace().STREAK)]
     assert quiet[-1] is None and judge(shares(0, 0.01)).named_wait == 0.0
 
 
 def test_jitter_that_moves_from_rank_to_rank_names_no_one():
-    judge = Judge()
-    assert all(judge(shares(r % 2, SLOW_SHARE + 0.1)).named is None for r in range(10))
+    judge = pace().Judge()
+    assert all(judge(shares(r % 2, pace().SLOW_SHARE + 0.1)).named is None for r in range(10))
 
 
 def test_a_small_steady_difference_names_no_one():
-    judge = Judge()
-    assert all(judge(shares(1, SLOW_SHARE / 2)).named is None for _ in range(10))
+    judge = pace().Judge()
+    assert all(judge(shares(1, pace().SLOW_SHARE / 2)).named is None for _ in range(10))
 
 
 def test_the_progress_line_names_rank_node_and_how_long_the_others_wait():
-    assert describe(Verdict(waited_for=5, others_wait=0.1, named=5, named_wait=0.384),
+    assert pace().describe(pace().Verdict(waited_for=5, others_wait=0.1, named=5, named_wait=0.384),
                     [f"node{i // 4 + 1}" for i in range(8)]) \
         == "slow: rank 5 on node2, others wait 38 % of each step for it"
-    assert describe(Verdict(waited_for=None, others_wait=0.02, named=None), ["a", "b"]) == ""
+    assert pace().describe(pace().Verdict(waited_for=None, others_wait=0.02, named=None), ["a", "b"]) == ""
 
 
 @pytest.mark.parametrize("value", [1, 5, -1])

@@ -7,7 +7,6 @@ import shutil
 import sys
 
 import pytest
-from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from conftest import run_hpcjax
 from support import MODEL
@@ -23,6 +22,9 @@ def train(tmp_path, run_dir):
 
 
 def scalars(run_dir, tag):
+    # TensorBoard's own reader, imported here: half a second every worker would pay to collect this file
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
     events = EventAccumulator(str(run_dir / "tensorboard"))
     events.Reload()
     return [(e.step, e.value) for e in events.Scalars(tag)]
