@@ -76,9 +76,11 @@ def last_lines(run) -> dict[int, float]:
 
 def test_the_usual_shape_ends_within_seconds_ten_times_in_a_row(tmp_path, slurm_cluster, hpcjax_home):
     """The issue's test: 2 nodes x 4 ranks per node, 10 jobs one after the other (each takes every
-    GPU of the dev cluster), every one COMPLETED with exit 0 within 20 s of its last line."""
-    for _ in range(10):
-        run = job(tmp_path, 2, 4)
+    GPU of the dev cluster), every one COMPLETED with exit 0 within 20 s of its last line. All ten
+    are submitted at once: SLURM runs them one after the other, each as soon as the one before
+    has ended (no submission and polling between them)."""
+    runs = [job(tmp_path, 2, 4) for _ in range(10)]
+    for run in runs:
         outcome = run.wait(progress=False)
         assert (outcome.state, outcome.exit_code) == ("COMPLETED", 0), outcome.report()
         lines = last_lines(run)
