@@ -44,7 +44,7 @@ ARRAY_JOB_KEY, JOB_KEY_ENV, HOLD_QUEUE = "%A_%a", "HPCJAX_JOB_KEY", "%j-hold"
 # The signal SLURM sends before preemption or the time limit (`#SBATCH --signal`). Not USR1: NCCL uses it.
 WARNING_SIGNAL = "USR2"
 WARNING_GRACE_S = 120
-# SLURM sends it up to a minute earlier than asked (its check runs once a minute, DESIGN.md).
+# SLURM sends it up to a minute earlier than asked (its check for the warning runs once a minute).
 WARNING_EARLY_S, WARNING_MIN_S = 60, 10
 
 # A rank that stopped on the warning (and saved) leaves this file: the batch script (which exports
