@@ -138,3 +138,22 @@ def test_the_files_page_names_every_file_of_the_contract_and_the_run_directory()
                and re.fullmatch(r"[a-z][a-z.-]+", value) and getattr(rundir.RunDir, name.lower(), None) is not None}
     assert len(logs) >= 8 and len(entries) >= 8, (logs, entries)
     assert not (logs | entries) - quoted, sorted((logs | entries) - quoted)
+
+
+def test_nothing_points_outside_the_repository():
+    """No page, module, script or template names a path that climbs out of the repository (the
+    documents the project grew from are not shipped with it)."""
+    tracked = subprocess.run(["git", "ls-files", "hpcjax", "docs", "scripts", "templates", "slurm", "containers",
+                              "README.md", "mkdocs.yml", "CHANGELOG.md"], cwd=REPO, capture_output=True, text=True,
+                             check=True).stdout.split()
+    bad = []
+    for name in tracked:
+        path = REPO / name
+        try:
+            text = path.read_text()
+        except (UnicodeDecodeError, IsADirectoryError):
+            continue
+        for climb in re.findall(r"(?:\.\./)+[A-Za-z0-9_.-]+", text):
+            if not (path.parent / climb).resolve().is_relative_to(REPO.resolve()):
+                bad.append(f"{name}: {climb}")
+    assert not bad, bad
