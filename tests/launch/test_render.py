@@ -217,6 +217,29 @@ def run_attempt(tmp_path, restarts: int, failure: str, log_line: str = "") -> st
     return (tmp_path / "sc").read_text() if (tmp_path / "sc").exists() else ""
 
 
+@pytest.mark.parametrize("said, srun_exit, status", [
+    # rank 0 exited 5; rank 1 then aborted (JAX ends a process whose coordinator went away), and
+    # srun exits with the highest of the two: found by the dev cluster under load (CI, 2026-11-27)
+    (["task 0: Exited with exit code 5", "task 1: Aborted"], 134, 5),
+    (["task 1: Aborted (core dumped)", "task 0: Exited with exit code 5"], 134, 134),  # the abort came first
+    (["tasks 0-3: Killed"], 9, 137),
+    (["task 2: Exited with exit code 3"], 3, 3),
+])
+def test_the_first_task_that_failed_gives_the_job_its_status_not_sruns_highest(tmp_path, said, srun_exit, status):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    lines = "".join(f"echo {shlex.quote('srun: error: node1: ' + line)} >&2\n" for line in said)
+    _stub(bin_dir, "srun", f"{lines}exit {srun_exit}\n")
+    (tmp_path / "hpcjax-logs").mkdir()
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "SLURMD_NODENAME": "node1", "SLURM_JOB_ID": "9",
+           "SLURM_JOB_NODELIST": "node1"}
+    with open(tmp_path / "hpcjax-logs" / "9-batch.log", "a") as batch:
+        done = subprocess.run(["bash", "-c", render_sbatch(JobSpec(command=("python3", "t.py")))], cwd=tmp_path,
+                              env=env, stdout=batch, stderr=subprocess.STDOUT)
+    [attempt] = [json.loads(x) for x in (tmp_path / "hpcjax-logs" / "9-attempts.jsonl").read_text().splitlines()]
+    assert (done.returncode, attempt["exit_code"], attempt["ended"]) == (status, status, "failed")
+
+
 @pytest.mark.parametrize("failure, log_line, why", [
     ("srun: error: node1: task 1: Exited with exit code 78", "", "a rank exited 78: the program asked not to be"),
     ("srun: error: node1: tasks 0-3: Exited with exit code 2", "", "a rank exited 2: bad usage or configuration"),
