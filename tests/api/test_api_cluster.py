@@ -14,8 +14,8 @@ def test_seed_000_example_reports_every_epoch_and_matches_a_run_by_hand(shared_s
     api_cases.seed_example("slurm", shared_storage)
 
 
-def test_an_exception_on_rank_3_of_8_names_rank_and_host(shared_storage, hpcjax_home):
-    api_cases.exception_on_rank_3("slurm", shared_storage, "node1")  # 4 ranks per node
+def test_an_exception_on_rank_3_of_4_names_rank_and_host(shared_storage, hpcjax_home):
+    api_cases.exception_on_rank_3("slurm", shared_storage, "node2")  # 2 ranks per node
 
 
 def test_a_rank_killed_by_a_signal_is_reported_as_such(shared_storage, hpcjax_home):

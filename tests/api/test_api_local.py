@@ -12,8 +12,8 @@ def test_seed_000_example_reports_every_epoch_and_matches_a_run_by_hand(tmp_path
     api_cases.seed_example("local", tmp_path)
 
 
-def test_an_exception_on_rank_3_of_8_names_rank_and_host(tmp_path, hpcjax_home):
-    api_cases.exception_on_rank_3("local", tmp_path, "local0")  # 4 ranks per node
+def test_an_exception_on_rank_3_of_4_names_rank_and_host(tmp_path, hpcjax_home):
+    api_cases.exception_on_rank_3("local", tmp_path, "local1")  # 2 ranks per node
 
 
 def test_a_rank_killed_by_a_signal_is_reported_as_such(tmp_path, hpcjax_home):

@@ -1,4 +1,4 @@
-"""Training across the dev cluster's two nodes: real srun, 8 processes, one emulated GPU each."""
+"""Training across the dev cluster's two nodes: real srun, 4 processes, one emulated GPU each."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ pytestmark = pytest.mark.cluster
 
 def test_two_node_training_checkpoints_and_finishes(tmp_path, slurm_cluster, hpcjax_home):
     run_dir = tmp_path / "run"
-    result = run_hpcjax("submit", "--nodes", "2", "--gpus-per-node", "4", "--wait", "--", sys.executable, "-m",
+    result = run_hpcjax("submit", "--nodes", "2", "--gpus-per-node", "2", "--wait", "--", sys.executable, "-m",
                         "hpcjax", "train", "--strategy", "fsdp_tp", "--steps", "30", "--checkpoint-every", "10",
                         "--run-dir", str(run_dir), "--json", *MODEL, cwd=tmp_path, timeout=900)
     assert result.returncode == 0, result.stderr
@@ -26,8 +26,10 @@ def test_two_node_training_checkpoints_and_finishes(tmp_path, slurm_cluster, hpc
     assert sorted(int(p.name) for p in (run_dir / "checkpoints").iterdir() if p.name.isdigit()) == [10, 20, 30]
     steps = [r["step"] for r in records(run_dir) if "loss" in r]
     assert steps == list(range(30))  # written once, by process 0 only
-    log = run_hpcjax("logs", job, "--rank", "5", cwd=tmp_path).stdout
-    assert "process 5/8" in log and "mesh {'data': 4, 'tensor': 2}" not in log  # progress: process 0 only
+    mesh = "training fsdp_tp on mesh replica 1 x data 2 (across 2 nodes) x tensor 2 (within a node) (4 devices, 4 processes)"
+    assert mesh in run_hpcjax("logs", job, "--rank", "0", cwd=tmp_path).stdout
+    log = run_hpcjax("logs", job, "--rank", "3", cwd=tmp_path).stdout
+    assert "process 3/4" in log and mesh not in log  # progress: process 0 only
 
 
 def test_preemption_warning_saves_and_the_next_job_resumes(tmp_path, slurm_cluster, hpcjax_home):
