@@ -41,4 +41,4 @@ def test_seed_003_examples_run_under_remote(tmp_path, hpcjax_home):
 
 
 def test_a_trainer_run_whose_rank_3_hangs_ends_by_itself_naming_it(tmp_path, hpcjax_home):
-    api_cases.trainer_hang("local", tmp_path, 2, 4, "local0")
+    api_cases.trainer_hang("local", tmp_path, 2, 2, "local1")

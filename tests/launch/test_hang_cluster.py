@@ -44,7 +44,7 @@ def test_hpcjax_train_whose_rank_3_stops_before_step_12_ends_naming_rank_3(tmp_p
 
 
 def test_a_trainer_run_whose_rank_3_hangs_ends_by_itself(shared_storage, hpcjax_home):
-    api_cases.trainer_hang("slurm", shared_storage, 2, 4, "node1")
+    api_cases.trainer_hang("slurm", shared_storage, 2, 2, "node2")
 
 
 def test_a_hang_is_retried_and_the_next_attempt_starts_clean(tmp_path, slurm_cluster, hpcjax_home):
