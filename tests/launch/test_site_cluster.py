@@ -71,8 +71,10 @@ def test_site_reads_the_cluster_from_a_laptop_over_ssh(laptop, ssh_cluster):
     no_image = run_hpcjax("site", "--check", "--profile", "dev-site", "--profile-file", str(profiles), cwd=laptop)
     assert no_image.returncode == 2 and "the check's jobs run in charliecloud, and no image is given" in \
         no_image.stderr, no_image.stderr  # site wrote the node's runtime, and no image (it cannot know yours)
+    # Half of each node (2 GPUs): the whole node's smokes are test_acceptance_cluster's; here what is
+    # proved is that every job reaches the cluster through the profile.
     checked = run_hpcjax("site", "--check", "--profile", "dev-site", "--profile-file", str(profiles), "--runtime",
-                         "none", "--json", cwd=laptop, timeout=1200)
+                         "none", "--gpus-per-node", "2", "--json", cwd=laptop, timeout=1200)
     assert checked.returncode == 0, checked.stderr
     verdicts = {r["check"]: r["verdict"] for r in json.loads(checked.stdout)["results"]}
     assert verdicts == {"smoke, one process per GPU": "passed", "smoke, one process per node": "passed",
