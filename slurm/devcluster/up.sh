@@ -143,6 +143,13 @@ start_slurmdbd() {
   if ! sacctmgr -n -P list cluster format=cluster | grep -qx "$CLUSTER"; then
     sacctmgr -i add cluster "$CLUSTER" >/dev/null
   fi
+}
+
+# After slurmctld: a fresh database knows the TRES gres/gpu only once slurmctld has registered its
+# AccountingStorageTRES, and until then sacctmgr refuses a QOS limit on it ("no TRES known by type
+# gres/gpu"; met on a bare machine, where no earlier run had filled the database).
+add_qos_and_account() {
+  wait_for "slurmdbd (the TRES gres/gpu, which slurmctld registers)" 30 gpu_tres_known || fail_with_log slurmctld
   # A QOS with a GPU limit, and a second account whose association may use it, as a site has them:
   # hpcjax reads them (site, and the refusal of a job over the limit before sbatch). SLURM does not
   # enforce them here (no AccountingStorageEnforce: every user may run without an association).
@@ -154,6 +161,10 @@ start_slurmdbd() {
     sacctmgr -i add user root Account=physics Cluster="$CLUSTER" >/dev/null
     sacctmgr -i modify user root where account=physics set QOS=normal,gpu2 >/dev/null
   fi
+}
+
+gpu_tres_known() {
+  sacctmgr -n -P show tres format=type,name | grep -qx 'gres|gpu'
 }
 
 start_slurmctld() {
@@ -219,6 +230,7 @@ start_munge
 start_mariadb
 start_slurmdbd
 start_slurmctld
+add_qos_and_account
 start_slurmd
 release_slowed_nodes
 wait_until_idle
