@@ -44,9 +44,9 @@ export SLURM_CONF=${SLURM_CONF:-${HPCJAX_DEVCLUSTER_DIR:-/var/lib/hpcjax-devclus
 HPCJAX_TEST_IMAGE=$(bash containers/charliecloud-image.sh)
 export HPCJAX_TEST_IMAGE
 # The cheap tier first (Python alone, under a minute), so that a failure there shows at once; then
-# three workers: the cluster and container tests in three groups (tests/conftest.py), so at most
-# three share the dev cluster, the JAX tests spread over all three (four were tried: faster, but
-# two cores then starve JAX's start-up into aborts; tests/conftest.py says more); then the few tests that need an
+# the rest on three workers, so at most three tests share the dev cluster (four were tried: faster,
+# but two cores then starve JAX's start-up into aborts; tests/conftest.py says more), the seam
+# matrix's cells in three groups (--dist loadgroup); then the few tests that need an
 # idle machine or the whole cluster, alone. Each run ends with its tiers' test time against
 # tests/budgets.toml. Every part runs, whatever the one before said; the status is the worst.
 # Every test's phases with their start and end (tests/conftest.py), one JSON line each: which

@@ -9,12 +9,11 @@ Tiers, by what a test needs (`-m TIER`; docs/development.md has the commands):
 The project's test command starts the cluster and builds the image, so every tier runs in CI;
 a cluster test fails, never skips, when the cluster is down.
 
-Running in parallel (scripts/test.sh: `-n 3 --dist loadgroup`): the cluster and container
-tests are in three xdist groups by file (CLUSTER_GROUPS, balanced by their measured time;
-the laptop-over-SSH tests, mostly waiting, in a group of their own), so at most three of them
-share the dev cluster at once, each group in order on one worker, while
-the rest spread over the workers. Tests whose verdict needs an idle machine or the whole
-cluster (`pytest.mark.serial`: who waits for whom, in seconds; stopping slurmdbd) are left
+Running in parallel (scripts/test.sh: `-n 3 --dist loadgroup`): three workers, so at most three
+tests share the dev cluster at once; xdist hands out the tests one by one as workers free up,
+except the seam matrix's cells, which are in three groups of their own (each group in order on
+one worker: tests/seams/test_seam_matrix.py). Tests whose verdict needs an idle machine or the
+whole cluster (`pytest.mark.serial`: who waits for whom, in seconds; stopping slurmdbd) are left
 out of that run and run alone after it.
 
 Tests live in folders that mirror hpcjax's rooms; helpers shared across folders are here and
@@ -38,22 +37,13 @@ DATA_DIR = TESTS / "data"
 STANDINS = TESTS / "standins"
 DEVCLUSTER_CONF = Path(os.environ.get("HPCJAX_DEVCLUSTER_DIR", "/var/lib/hpcjax-devcluster")) / "etc/slurm.conf"
 TIERS = ("pure", "jax", "cluster", "container")
-# Cluster test files -> the xdist group they run in (scripts/test.sh); each group's files run
-# one test at a time (so at most three share the dev cluster). Balanced by the seconds each file took in a parallel run (in brackets).
-# Four workers in four groups were tried (2026-11-27): the main tier took 40 min instead of 46, but
-# the two cores were then so loaded that a JAX process's registration with its coordinator timed
-# out and was retried, and JAX aborted the job (SIGABRT) before the program ran: three it is.
-CLUSTER_GROUPS = {
-    "cluster-a": ("test_failures_cluster", "test_api_cluster", "test_triage_cluster",  # 368, 143, 101
-                  "test_plain_jax_cluster", "test_runtime_cluster", "test_run_cluster",  # 71, 61, 16
-                  "test_holds_cluster"),  # 90
-    "cluster-b": ("test_train_cluster", "test_containers_cluster", "test_train_scale_cluster",  # 205, 178, 121
-                  "test_submit_cluster", "test_pipeline_cluster", "test_scalars_cluster",  # 98, 96, 41
-                  "test_preflight_cluster", "test_acceptance_cluster"),
-    "cluster-c": ("test_remote_cluster", "test_api_from_a_laptop",  # 270, 60: mostly waiting on ssh and the queue
-                  "test_stacks_cluster", "test_hang_cluster", "test_catalog_cluster", "test_sweeps_cluster",
-                  "test_exitguard_cluster", "test_round_four_cluster", "test_site_cluster"),
-}
+# Four workers were tried (2026-11-27): the main tier took 40 min instead of 46, but the two cores
+# were then so loaded that a JAX process's registration with its coordinator timed out and was
+# retried, and JAX aborted the job (SIGABRT) before the program ran: three it is.
+# The cluster files had xdist groups here once (three, balanced by measured time). They never took
+# effect: xdist reads a test's group before this file's collection hook added it (found from the
+# test timeline, in which only the seam cells named a group), so every measured run ran without
+# them, and they are gone.
 # The session compiles with XLA's cheaper CPU backend (LLVM at optimization level 0, without
 # its expensive passes), here and in every process it starts (jobs inherit the environment):
 # most tests run a few steps of small programs, and compiling was most of the suite's CPU
@@ -88,9 +78,6 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.container)
         if fixtures & {"slurm_cluster", "shared_storage", "ssh_cluster"}:
             item.add_marker(pytest.mark.cluster)
-        if (item.get_closest_marker("cluster") or item.get_closest_marker("container")) and \
-                not item.get_closest_marker("xdist_group"):  # a test may choose its own (the seam matrix's cells)
-            item.add_marker(pytest.mark.xdist_group(cluster_group(item.path.stem)))
         if not any(item.get_closest_marker(t) for t in TIERS[1:]):
             item.add_marker(pytest.mark.pure)
         # on the report, which reaches xdist's controller: its markers do not, and its keywords hold
@@ -139,11 +126,6 @@ def pytest_terminal_summary(terminalreporter):
             slowest = sorted(((s, test) for (t, test), s in TOOK.items() if t == tier), reverse=True)[:5]
             for seconds, test in slowest:  # where to look first when a tier grows
                 terminalreporter.write_line(f"  {seconds:7.1f} s  {test}")
-
-
-def cluster_group(stem: str) -> str:
-    """A file's group; a file not listed joins the first (a new file: list it where it balances)."""
-    return next((group for group, stems in CLUSTER_GROUPS.items() if stem in stems), "cluster-a")
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from conftest import run_hpcjax
+from conftest import run_hpcjax, start_hpcjax
 
 pytestmark = pytest.mark.cluster
 
@@ -18,8 +18,12 @@ pytestmark = pytest.mark.cluster
 def submit_wait(tmp_path, *options: str, command: list[str], timeout: float = 300):
     result = run_hpcjax("submit", "--nodes", "2", "--gpus-per-node", "2", "--wait", *options, "--", *command,
                         cwd=tmp_path, timeout=timeout)
-    causes = json.loads(run_hpcjax("status", result.stdout.strip(), "--json", cwd=tmp_path).stdout)[
-        "outcome"]["causes"]
+    return collected(result, tmp_path)
+
+
+def collected(result, cwd):
+    """A finished `submit --wait` with the likely causes its job's status gives."""
+    causes = json.loads(run_hpcjax("status", result.stdout.strip(), "--json", cwd=cwd).stdout)["outcome"]["causes"]
     return result, causes
 
 
@@ -41,19 +45,26 @@ def test_a_rank_missing_at_start(tmp_path, slurm_cluster, hpcjax_home):
     assert "process(es) 2 of 4 did not arrive within 5 s" in causes[0]["evidence"]
 
 
-def test_the_warning_signal_kills_a_program_that_does_not_catch_it(tmp_path, slurm_cluster, hpcjax_home):
+def test_the_warning_kills_a_3_minute_program_that_does_not_catch_it_and_a_1_minute_job_gets_none(
+        tmp_path, slurm_cluster, hpcjax_home):
     """A 3-minute job gets SLURM's warning (USR2) 30 s before its limit (SLURM may send it up to a
-    minute earlier): a program that does not catch it ends on it, said as such."""
-    result, causes = submit_wait(tmp_path, "--time", "3", command=["sleep", "600"], timeout=400)
+    minute earlier): a program that does not catch it ends on it, said as such. Issue 44: a job of
+    2 minutes or less gets no warning (SLURM sent it at once and killed the job after 8 s); a
+    program that does not catch USR2 runs to its limit. The two jobs wait out their limits together."""
+    warned, limited = tmp_path / "warned", tmp_path / "limited"
+    warned.mkdir()
+    limited.mkdir()
+    three = start_hpcjax("submit", "--nodes", "2", "--gpus-per-node", "2", "--wait", "--time", "3", "--",
+                         "sleep", "600", cwd=warned)
+    one = start_hpcjax("submit", "--nodes", "2", "--gpus-per-node", "2", "--wait", "--time", "1", "--",
+                       "sleep", "600", cwd=limited)
+
+    result, causes = collected(three.result(timeout=400), warned)
     assert result.returncode != 0
     assert causes[0]["cause"] == "warning signal not handled"
     assert "Catch SIGUSR2" in result.stderr
 
-
-def test_a_one_minute_job_lives_to_its_time_limit(tmp_path, slurm_cluster, hpcjax_home):
-    """Issue 44: a job of 2 minutes or less gets no warning (SLURM sent it at once and killed the job
-    after 8 s); a program that does not catch USR2 runs to its limit."""
-    result, causes = submit_wait(tmp_path, "--time", "1", command=["sleep", "600"], timeout=400)
+    result, causes = collected(one.result(timeout=400), limited)
     assert result.returncode != 0 and "ended TIMEOUT" in result.stderr
     assert causes[0]["cause"] == "time limit" and "DUE TO TIME LIMIT" in causes[0]["evidence"]
     assert "hint: raise --time, or checkpoint and use --requeue N" in result.stderr

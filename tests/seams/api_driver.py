@@ -23,7 +23,7 @@ def finish(ok, **more):
 
 if entry == "trainer":
     trainer = hpcjax.Trainer(probe.loop, train_loop_config={"mode": mode, "release": release},
-                             scaling_config=hpcjax.ScalingConfig(time="00:15:00", **scaling),
+                             scaling_config=hpcjax.ScalingConfig(time=settings["time"], **scaling),
                              run_config=hpcjax.RunConfig(storage_path=settings["storage"], name="run",
                                                          backend=backend))
     result = trainer.fit()
@@ -32,7 +32,7 @@ if entry == "trainer":
            rank=error and error.rank, host=error and error.host,
            state=error.outcome.state if error is not None and error.outcome else "COMPLETED", run_dir=result.path)
 else:
-    work = hpcjax.remote(backend=backend, storage_path=settings["storage"], time="00:15:00", **scaling)(probe.work)
+    work = hpcjax.remote(backend=backend, storage_path=settings["storage"], time=settings["time"], **scaling)(probe.work)
     calls = [work.submit(mode, release)] if entry == "submit" else work.map([("ok", release), (mode, release)])
     print(json.dumps({"submitted": [c.job_id for c in calls]}), flush=True)
     results = []

@@ -20,6 +20,14 @@ DRIVER = Path(__file__).resolve().parent / "api_driver.py"
 HANG_SHORT = {"HPCJAX_HANG_FLOOR": "10", "HPCJAX_HANG_CEILING": "300"}
 
 
+def walltime(follow_up: str) -> str:
+    """A cell's time limit. A hang_default cell holds its GPUs for five minutes, and a whole-cluster
+    job queued behind it would hold back every job queued after that one (SLURM starts jobs in
+    order) unless backfill may start them first: it may only when they would end before the
+    whole-cluster job could start. The hang cells' two hours leave room for the tests' usual hour."""
+    return "02:00:00" if follow_up == "hang_default" else "00:15:00"
+
+
 @dataclass
 class Started:
     job: str  # the cell's job: what every follow-up looks at
@@ -70,7 +78,7 @@ def first_id(process: subprocess.Popen, started: Started | None = None, stream: 
 
 def submit(t: Target, follow_up: str, release: str) -> Started:
     mode = mode_of(follow_up)
-    p = t.start("submit", *t.layout(), "--time", "00:15:00", "--wait", *env_options(env_of(follow_up)),
+    p = t.start("submit", *t.layout(), "--time", walltime(follow_up), "--wait", *env_options(env_of(follow_up)),
                 "--", "python3", "probe.py", mode, release)
     return Started(first_id(p), p, "command", release=release)
 
@@ -78,7 +86,7 @@ def submit(t: Target, follow_up: str, release: str) -> Started:
 def train(t: Target, follow_up: str, release: str) -> Started:
     steps = {"watch": "8", "follow": "8", "requeue": "60", "stacks": "60"}.get(follow_up, "400")
     program = ["probe.py", "train-hang"] if mode_of(follow_up) == "hang" else ["-m", "hpcjax", "train"]
-    p = t.start("submit", *t.layout(), "--time", "00:15:00", "--wait", *env_options(env_of(follow_up)), "--",
+    p = t.start("submit", *t.layout(), "--time", walltime(follow_up), "--wait", *env_options(env_of(follow_up)), "--",
                 "python3", *program, "--strategy", "dp", "--steps", steps, "--checkpoint-every", "5",
                 "--run-dir", "runs/train", *MODEL)
     # a wrapped `hpcjax train` (its rank 1 stuck) is a command to the catalog, which reads the command line
@@ -95,7 +103,7 @@ def smoke(t: Target, follow_up: str, release: str) -> Started:
 
 
 def relaunch(t: Target, follow_up: str, release: str) -> Started:
-    first = t.hpcjax("submit", *t.layout(), "--time", "00:15:00", "--wait", "--", "python3", "probe.py", "ok",
+    first = t.hpcjax("submit", *t.layout(), "--time", walltime(follow_up), "--wait", "--", "python3", "probe.py", "ok",
                      release, timeout=600)
     assert first.returncode == 0, first.stderr
     p = t.start("relaunch", first.stdout.split()[0], "--wait", *env_options(env_of(follow_up)), "--",
@@ -104,17 +112,17 @@ def relaunch(t: Target, follow_up: str, release: str) -> Started:
 
 
 def sweep(t: Target, follow_up: str, release: str) -> Started:
-    p = t.start("submit", *t.layout(), "--time", "00:15:00", "--wait", *env_options(env_of(follow_up)),
+    p = t.start("submit", *t.layout(), "--time", walltime(follow_up), "--wait", *env_options(env_of(follow_up)),
                 "--sweep", f"m=ok:0,{mode_of(follow_up)}:1", "--", "python3", "probe.py", "{m}", release)
     return Started(f"{first_id(p)}_1", p, "command", release=release)
 
 
 def chain(t: Target, follow_up: str, release: str) -> Started:
     before = t.release_path(Path(release).name + "-first")
-    first = t.start("submit", *t.layout(), "--time", "00:15:00", "--wait", "--", "python3", "probe.py", "wait",
+    first = t.start("submit", *t.layout(), "--time", walltime(follow_up), "--wait", "--", "python3", "probe.py", "wait",
                     before)
     head = first_id(first)
-    p = t.start("submit", *t.layout(), "--time", "00:15:00", "--wait", "--after", head,
+    p = t.start("submit", *t.layout(), "--time", walltime(follow_up), "--wait", "--after", head,
                 *env_options(env_of(follow_up)), "--", "python3", "probe.py", mode_of(follow_up), release)
     return Started(first_id(p), p, "command", release=release, others=[(before, first)],
                    pending=follow_up == "cancel")
@@ -124,7 +132,7 @@ def api(entry: str):
     def start(t: Target, follow_up: str, release: str) -> Started:
         shutil.copy(DRIVER, t.project / "api_driver.py")
         settings = {"scaling": t.scaling(), "backend": t.backend(), "storage": t.storage("calls"),
-                    "env": env_of(follow_up)}
+                    "env": env_of(follow_up), "time": walltime(follow_up)}
         p = t.python("api_driver.py", entry, mode_of(follow_up), release, json.dumps(settings))
         if entry == "trainer":
             started = Started("", p, "api", run_dir=True, release=release)
