@@ -27,8 +27,10 @@ WAITING_TOGETHER = [cell for cell in CELLS if cell["follow_up"] == "hang_default
 
 
 def groups_by_cost() -> dict[str, str]:
-    """Each cell's xdist group: the costliest first, each to the group with the least so far."""
+    """Each cell's xdist group: the costliest first, each to the group with the least so far (the
+    first group starts with the hang_default cells' shared wait)."""
     load = dict.fromkeys(GROUPS, 0)
+    load[GROUPS[0]] = max(map(cost, WAITING_TOGETHER))
     chosen = {}
     for cell in sorted((c for c in CELLS if c not in WAITING_TOGETHER), key=cost, reverse=True):
         group = min(load, key=load.get)
@@ -65,17 +67,15 @@ def target(request, tmp_path):
     return Ssh(tmp_path / "project", home, request.getfixturevalue("ssh_cluster"))
 
 
-@pytest.mark.parametrize("cell", list(params()))
-def test_seam(cell, target):
-    release = target.release_path(f"release-{name(cell)}")
-    follow_through(cell, target, ENTRY[cell["entry"]](target, cell["follow_up"], release))
-
-
-@pytest.mark.xdist_group("cluster-a")
+@pytest.mark.xdist_group(GROUPS[0])
 def test_seam_hang_default_cells_wait_their_five_minutes_together(shared_storage, tmp_path):
     """The hang_default cells (a plain script's and a Trainer's, each ending only at the watch's
     300 s floor) start at once and are then followed one by one: the same cells as test_seam
-    would run, sharing one wait instead of taking one each (a worker's ~5 minutes)."""
+    would run, sharing one wait instead of taking one each (a worker's ~5 minutes).
+
+    Defined before test_seam, so it is the first of its group and the run's first minutes: the
+    other workers then run the other groups' cells, two-rank jobs that fit beside it. A job asking
+    every GPU (the next tests in the queue) would wait out its five minutes, and so would its worker."""
     assert len(WAITING_TOGETHER) == 2, WAITING_TOGETHER
     running = []
     for cell in WAITING_TOGETHER:
@@ -88,6 +88,12 @@ def test_seam_hang_default_cells_wait_their_five_minutes_together(shared_storage
     finally:
         for _, target, started in running:
             target.hpcjax("cancel", started.job)  # one that failed early leaves none behind
+
+
+@pytest.mark.parametrize("cell", list(params()))
+def test_seam(cell, target):
+    release = target.release_path(f"release-{name(cell)}")
+    follow_through(cell, target, ENTRY[cell["entry"]](target, cell["follow_up"], release))
 
 
 def follow_through(cell: dict, target, started: Started) -> None:
