@@ -32,7 +32,8 @@ if entry == "trainer":
            rank=error and error.rank, host=error and error.host,
            state=error.outcome.state if error is not None and error.outcome else "COMPLETED", run_dir=result.path)
 else:
-    work = hpcjax.remote(backend=backend, storage_path=settings["storage"], time=settings["time"], **scaling)(probe.work)
+    work = hpcjax.remote(backend=backend, storage_path=settings["storage"], time=settings["time"],
+                         **scaling)(probe.work)
     calls = [work.submit(mode, release)] if entry == "submit" else work.map([("ok", release), (mode, release)])
     print(json.dumps({"submitted": [c.job_id for c in calls]}), flush=True)
     results = []
