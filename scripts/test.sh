@@ -39,14 +39,11 @@ bash slurm/devcluster/up.sh
 # The dev cluster's second account, whose login shell has a Python with JAX (not hpcjax).
 bash slurm/devcluster/cluster-user.sh >/dev/null
 export SLURM_CONF=${SLURM_CONF:-${HPCJAX_DEVCLUSTER_DIR:-/var/lib/hpcjax-devcluster}/etc/slurm.conf}
-# The container tests' image: JAX and NumPy without hpcjax, kept between runs (about a
-# minute the first time).
-HPCJAX_TEST_IMAGE=$(bash containers/charliecloud-image.sh)
-export HPCJAX_TEST_IMAGE
 # The cheap tier first (Python alone, under a minute), so that a failure there shows at once; then
 # the rest on three workers, so at most three tests share the dev cluster (four were tried: faster,
 # but two cores then starve JAX's start-up into aborts; tests/conftest.py says more), the seam
-# matrix's cells in three groups (--dist loadgroup); then the few tests that need an
+# matrix's cells in three groups and a few tests that share a fixture or must take turns in
+# groups of their own (--dist loadgroup: xdist_group marks); then the few tests that need an
 # idle machine or the whole cluster, alone. Each run ends with its tiers' test time against
 # tests/budgets.toml. Every part runs, whatever the one before said; the status is the worst.
 # Every test's phases with their start and end (tests/conftest.py), one JSON line each: which
@@ -62,6 +59,19 @@ tier() {
   python3 -m pytest "$@" || { rc=$?; [ "$rc" -eq 5 ] || status=$rc; }  # 5: none selected (e.g. with -k)
 }
 tier -ra -n 3 -m "pure and not serial" "$@"
+# The container tests' image (JAX and NumPy without hpcjax; kept between runs) is built in the
+# background, beside the main run's first minutes, not before them: about 80 s on a bare machine
+# (debootstrap and the wheels), ready at once when kept. The container tests wait for it
+# (tests/conftest.py, charliecloud_image). Started after the pure tier, which it would slow.
+if [ -z "${HPCJAX_TEST_IMAGE:-}" ]; then
+  HPCJAX_TEST_IMAGE_BUILD=$(mktemp -d /tmp/hpcjax-image-build.XXXXXX)
+  export HPCJAX_TEST_IMAGE_BUILD
+  echo "test.sh: the container image, in the background (log: $HPCJAX_TEST_IMAGE_BUILD/log)" >&2
+  ( built=0
+    bash containers/charliecloud-image.sh >"$HPCJAX_TEST_IMAGE_BUILD/path" 2>"$HPCJAX_TEST_IMAGE_BUILD/log" || built=$?
+    echo "$built" >"$HPCJAX_TEST_IMAGE_BUILD/rc.partial" && mv "$HPCJAX_TEST_IMAGE_BUILD/rc.partial" "$HPCJAX_TEST_IMAGE_BUILD/rc" ) &
+fi
 tier -ra -n 3 --dist loadgroup -m "not pure and not serial" "$@"
 tier -ra -m serial "$@"
+wait  # the image build, if a selection of tests (-k) ended before it
 exit "$status"

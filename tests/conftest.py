@@ -10,9 +10,11 @@ The project's test command starts the cluster and builds the image, so every tie
 a cluster test fails, never skips, when the cluster is down.
 
 Running in parallel (scripts/test.sh: `-n 3 --dist loadgroup`): three workers, so at most three
-tests share the dev cluster at once; xdist hands out the tests one by one as workers free up,
-except the seam matrix's cells, which are in three groups of their own (each group in order on
-one worker: tests/seams/test_seam_matrix.py). Tests whose verdict needs an idle machine or the
+tests share the dev cluster at once; xdist hands out the tests one by one as workers free up, in
+the order of jax_files_spread_out below, except the tests in an xdist group, which one worker runs
+in order, the largest groups first: the seam matrix's cells in three (tests/seams/test_seam_matrix.py),
+tests that share a module's fixture (tests/train), jobs that must not queue behind each other
+(tests/rank/test_exitguard_cluster.py). Tests whose verdict needs an idle machine or the
 whole cluster (`pytest.mark.serial`: who waits for whom, in seconds; stopping slurmdbd) are left
 out of that run and run alone after it.
 
@@ -83,6 +85,36 @@ def pytest_collection_modifyitems(config, items):
         # on the report, which reaches xdist's controller: its markers do not, and its keywords hold
         # every name of its node too (a test parametrized "jax" is no JAX test)
         item.user_properties.append(("tier", next(t for t in reversed(TIERS) if item.get_closest_marker(t))))
+    items[:] = jax_files_spread_out(items)
+
+
+def tier_of(item) -> str:
+    return dict(item.user_properties)["tier"]
+
+
+def jax_files_spread_out(items: list) -> list:
+    """The same tests in another order: each file whose tests are mostly of the jax tier (JAX
+    computing on this machine's cores) placed evenly among the cluster and container tests
+    (mostly waiting on SLURM), its tests kept together. xdist hands out tests in this order; in
+    file order the JAX files (tests/train above all) came last, and the run's last six minutes had
+    the CPU 100 % busy after twenty with it a third idle (vmstat, CI 14). The pure tier's order,
+    which runs alone, does not change."""
+    files: dict[str, list] = {}
+    for item in items:
+        files.setdefault(item.nodeid.split("::")[0], []).append(item)
+    # from the last file back: tests/train's files, which train models, are the heaviest, and in
+    # the even spread the last place falls next to the run's end
+    heavy = [tests for tests in reversed(files.values()) if sum(tier_of(t) == "jax" for t in tests) * 2 > len(tests)]
+    rest = [item for tests in files.values() if not any(tests is h for h in heavy) for item in tests]
+    # the seam cells' groups go first whatever their place (xdist hands out the largest group first)
+    waiting = [i for i, item in enumerate(rest)
+               if tier_of(item) in ("cluster", "container") and not item.get_closest_marker("xdist_group")]
+    if not heavy or not waiting:
+        return items
+    after: dict[int, list] = {}  # index in `rest` -> the heavy files that follow it
+    for k, tests in enumerate(heavy):
+        after.setdefault(waiting[(2 * k + 1) * len(waiting) // (2 * len(heavy))], []).extend(tests)
+    return [item for i, ours in enumerate(rest) for item in [ours, *after.get(i, [])]]
 
 
 SPENT: dict[str, float] = {}  # seconds of test time per tier, this session (the controller's count)
@@ -252,6 +284,8 @@ def charliecloud_image():
     """The Charliecloud image with JAX and NumPy but not hpcjax (containers/charliecloud-image.sh;
     the test command builds it once and keeps it between runs)."""
     image = os.environ.get("HPCJAX_TEST_IMAGE")
+    if not image and os.environ.get("HPCJAX_TEST_IMAGE_BUILD"):
+        image = image_built_in_the_background(Path(os.environ["HPCJAX_TEST_IMAGE_BUILD"]))
     if not image:
         built = subprocess.run(["bash", str(REPO / "containers" / "charliecloud-image.sh")], capture_output=True,
                                text=True, timeout=1800)
@@ -261,3 +295,20 @@ def charliecloud_image():
     if not Path(image, ".hpcjax-image-complete").is_file():
         pytest.fail(f"{image} is not a complete image; run containers/charliecloud-image.sh")
     return image
+
+
+def image_built_in_the_background(build: Path, limit_s: float = 1800) -> str:
+    """The image that scripts/test.sh builds beside the main run: wait for the build's status
+    file, then its path, or fail with the end of its log."""
+    import time
+
+    deadline = time.monotonic() + limit_s
+    while not (build / "rc").is_file():
+        if time.monotonic() > deadline:
+            pytest.fail(f"the container image was not built within {limit_s:.0f} s; its log: {build / 'log'}")
+        time.sleep(1)
+    log = (build / "log").read_text(errors="replace") if (build / "log").is_file() else ""
+    if (build / "rc").read_text().strip() != "0":
+        pytest.fail(f"could not build the Charliecloud image (containers/charliecloud-image.sh):\n{log[-3000:]}")
+    return (build / "path").read_text().strip().splitlines()[-1]
+

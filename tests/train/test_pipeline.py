@@ -22,6 +22,8 @@ def reference(tmp_path_factory):
     return train(tmp, "dp", "--strategy", "dp", *LAYERS, "--steps", "10", "--checkpoint-every", "0")[0]
 
 
+# The four read one module fixture, computed once on the one xdist worker that runs them all.
+@pytest.mark.xdist_group("pipeline-reference")
 @pytest.mark.parametrize("strategy, stages, devices", [("pp", 2, 2), ("pp", 4, 4), ("dp_pp", 2, 8), ("dp_pp", 4, 8)],
                          ids=["pp-2-stages", "pp-4-stages", "dp_pp-2x4", "dp_pp-4x2"])
 def test_pipelines_give_the_losses_of_data_parallelism(reference, tmp_path, strategy, stages, devices):

@@ -35,6 +35,12 @@ def strategy_runs(tmp_path_factory):
             for s in ("dp", "fsdp", "tp", "fsdp_tp")}
 
 
+# Both tests read one module fixture: on one xdist worker it trains the four strategies once, not
+# once on each worker that draws one of them (CI 15 trained them twice, 130 s of test time).
+STRATEGY_RUNS = pytest.mark.xdist_group("train-strategy-runs")
+
+
+@STRATEGY_RUNS
 def test_all_strategies_give_the_same_losses(strategy_runs):
     reference = np.array(strategy_runs["dp"]["losses"])
     assert len(reference) == 20
@@ -43,6 +49,7 @@ def test_all_strategies_give_the_same_losses(strategy_runs):
         assert run["val_loss"] == pytest.approx(strategy_runs["dp"]["val_loss"], rel=STRATEGY_RTOL)
 
 
+@STRATEGY_RUNS
 def test_loss_falls(strategy_runs):
     for run in strategy_runs.values():
         assert run["first_loss"] > 5.0  # about ln(256): an untrained byte model
