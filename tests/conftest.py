@@ -234,13 +234,19 @@ def laptop(tmp_path, monkeypatch, hpcjax_home):
 def shared_storage(request, slurm_cluster):
     """A directory both dev-cluster nodes see, outside /tmp (which hpcjax refuses as
     storage for a multi-node job: on a real cluster it is each node's own)."""
+    where = shared_directory(request.node.name)
+    yield where
+    shutil.rmtree(where, ignore_errors=True)
+
+
+def shared_directory(name: str) -> Path:
+    """A new, empty directory both dev-cluster nodes see, for a test (or a module) of that name."""
     # a plain name: brackets of a parametrized test's id would reach Orbax (see test_train_config.py)
-    plain = re.sub(r"[^A-Za-z0-9_.-]", "_", request.node.name[:60])
+    plain = re.sub(r"[^A-Za-z0-9_.-]", "_", name[:60])
     where = DEVCLUSTER_CONF.parent.parent / "storage" / f"{plain}-{os.getpid()}"
     shutil.rmtree(where, ignore_errors=True)
     where.mkdir(parents=True)
-    yield where
-    shutil.rmtree(where, ignore_errors=True)
+    return where
 
 
 def run_hpcjax(*args: str, cwd: Path | None = None, env: dict | None = None, timeout: float = 300):

@@ -11,10 +11,13 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import time
+from types import SimpleNamespace
 
 import pytest
 
+from conftest import shared_directory
 from entries import ENTRY, Started
 from matrix import CELLS, cost, name
 from targets import RANKS, Held, Local, Slurm, Ssh
@@ -28,9 +31,8 @@ WAITING_TOGETHER = [cell for cell in CELLS if cell["follow_up"] == "hang_default
 
 def groups_by_cost() -> dict[str, str]:
     """Each cell's xdist group: the costliest first, each to the group with the least so far (the
-    first group starts with the hang_default cells' shared wait)."""
+    hang_default cells' five minutes pass while the first group runs its cells: they cost it none)."""
     load = dict.fromkeys(GROUPS, 0)
-    load[GROUPS[0]] = max(map(cost, WAITING_TOGETHER))
     chosen = {}
     for cell in sorted((c for c in CELLS if c not in WAITING_TOGETHER), key=cost, reverse=True):
         group = min(load, key=load.get)
@@ -67,33 +69,56 @@ def target(request, tmp_path):
     return Ssh(tmp_path / "project", home, request.getfixturevalue("ssh_cluster"))
 
 
-@pytest.mark.xdist_group(GROUPS[0])
-def test_seam_hang_default_cells_wait_their_five_minutes_together(shared_storage, tmp_path):
-    """The hang_default cells (a plain script's and a Trainer's, each ending only at the watch's
-    300 s floor) start at once and are then followed one by one: the same cells as test_seam
-    would run, sharing one wait instead of taking one each (a worker's ~5 minutes).
+@pytest.fixture(scope="module")
+def hang_default_running(slurm_cluster):
+    """The hang_default cells' shared storage and started jobs, (cell, target, Started) each: the
+    first test of group cluster-a starts them, its last follows them through. Any still there at
+    the module's end (the last test failed or was not selected) are cancelled."""
+    cells = SimpleNamespace(storage=shared_directory("seam-hang-default"), running=[])
+    yield cells
+    for _, target, started in cells.running:
+        target.hpcjax("cancel", started.job)
+    shutil.rmtree(cells.storage, ignore_errors=True)
 
-    Defined before test_seam, so it is the first of its group and the run's first minutes: the
-    other workers then run the other groups' cells, two-rank jobs that fit beside it. A job asking
-    every GPU (the next tests in the queue) would wait out its five minutes, and so would its worker."""
-    assert len(WAITING_TOGETHER) == 2, WAITING_TOGETHER
-    running = []
+
+def start_hang_default_cells(cells: SimpleNamespace) -> None:
     for cell in WAITING_TOGETHER:
-        target = Slurm(shared_storage / name(cell) / "project", tmp_path / name(cell) / "hpcjax-home")
-        started = ENTRY[cell["entry"]](target, cell["follow_up"], target.release_path(f"release-{name(cell)}"))
-        running.append((cell, target, started))
-    try:
-        for cell, target, started in running:
-            follow_through(cell, target, started)
-    finally:
-        for _, target, started in running:
-            target.hpcjax("cancel", started.job)  # one that failed early leaves none behind
+        target = Slurm(cells.storage / name(cell) / "project", cells.storage / name(cell) / "hpcjax-home")
+        cells.running.append((cell, target, ENTRY[cell["entry"]](target, cell["follow_up"],
+                                                                  target.release_path(f"release-{name(cell)}"))))
+
+
+@pytest.mark.xdist_group(GROUPS[0])
+def test_seam_hang_default_cells_start_together(hang_default_running):
+    """The hang_default cells (a plain script's and a Trainer's, each ending only at the watch's
+    300 s floor) start at once, here, and are followed through by the last test of their group
+    (test_seam_hang_default_cells_end_at_the_floor): the same cells as test_seam would run, but
+    their five minutes are spent while their worker runs the group's other cells, not waited out.
+
+    Defined first, so it starts its group and the run: the other workers run the other groups'
+    cells, two-rank jobs that fit beside it (the jobs ask a two-hour limit, so that SLURM's
+    backfill starts the tests' one-hour jobs beside them: entries.walltime)."""
+    assert len(WAITING_TOGETHER) == 2, WAITING_TOGETHER
+    start_hang_default_cells(hang_default_running)
+    assert all(started.job for _, _, started in hang_default_running.running)
 
 
 @pytest.mark.parametrize("cell", list(params()))
 def test_seam(cell, target):
     release = target.release_path(f"release-{name(cell)}")
     follow_through(cell, target, ENTRY[cell["entry"]](target, cell["follow_up"], release))
+
+
+@pytest.mark.xdist_group(GROUPS[0])
+def test_seam_hang_default_cells_end_at_the_floor(hang_default_running):
+    """The last of group cluster-a: the hang_default cells started by its first test, each
+    followed through (started here, if that test did not run: -k)."""
+    if not hang_default_running.running:
+        start_hang_default_cells(hang_default_running)
+    while hang_default_running.running:
+        cell, target, started = hang_default_running.running[0]
+        follow_through(cell, target, started)
+        hang_default_running.running.pop(0)
 
 
 def follow_through(cell: dict, target, started: Started) -> None:
