@@ -34,7 +34,11 @@ SchedulerType=sched/backfill
 # Backfill every 5 s (SLURM's default is 30): a job that may start beside a whole-cluster job
 # waiting for GPUs starts within seconds, not half a minute (the seam matrix's hang cells hold
 # GPUs for five minutes, and the other tests' jobs run beside them by backfill).
-SchedulerParameters=bf_interval=5
+# The main scheduling loop every 2 s (default 60): a requeued job becomes eligible cred_expire + 1 s
+# after its requeue, and nothing wakes the scheduler then (backfill runs only after a change of
+# the queue or the nodes), so requeued jobs waited up to a minute more for the loop (up to 31 s
+# in CI 17, ~130 s of the suite's test time over its 15 requeues).
+SchedulerParameters=bf_interval=5,sched_interval=2
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core
 GresTypes=gpu
