@@ -77,9 +77,9 @@ if [ -z "${HPCJAX_TEST_IMAGE:-}" ]; then
   HPCJAX_TEST_IMAGE_BUILD=$(mktemp -d /tmp/hpcjax-image-build.XXXXXX)
   export HPCJAX_TEST_IMAGE_BUILD
   echo "test.sh: the container image, in the background (log: $HPCJAX_TEST_IMAGE_BUILD/log)" >&2
-  ( built=0
-    bash containers/charliecloud-image.sh >"$HPCJAX_TEST_IMAGE_BUILD/path" 2>"$HPCJAX_TEST_IMAGE_BUILD/log" || built=$?
-    echo "$built" >"$HPCJAX_TEST_IMAGE_BUILD/rc.partial" && mv "$HPCJAX_TEST_IMAGE_BUILD/rc.partial" "$HPCJAX_TEST_IMAGE_BUILD/rc" ) &
+  ( build=$HPCJAX_TEST_IMAGE_BUILD built=0
+    bash containers/charliecloud-image.sh >"$build/path" 2>"$build/log" || built=$?
+    echo "$built" >"$build/rc.partial" && mv "$build/rc.partial" "$build/rc" ) &  # rc: whole, or not there
 fi
 tier -ra -n 3 --dist loadgroup -m "not pure and not serial" "$@"
 tier -ra -m serial "$@"
