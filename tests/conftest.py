@@ -97,8 +97,8 @@ def jax_files_spread_out(items: list) -> list:
     computing on this machine's cores) placed evenly among the cluster and container tests
     (mostly waiting on SLURM), its tests kept together. xdist hands out tests in this order; in
     file order the JAX files (tests/train above all) came last, and the run's last six minutes had
-    the CPU 100 % busy after twenty with it a third idle (vmstat, CI 14). The pure tier's order,
-    which runs alone, does not change."""
+    the CPU 100 % busy after twenty with it a third idle (vmstat, CI 14). A file moved takes its
+    few pure tests with it; the pure tier runs alone, where the order does not matter."""
     files: dict[str, list] = {}
     for item in items:
         files.setdefault(item.nodeid.split("::")[0], []).append(item)
