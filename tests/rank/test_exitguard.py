@@ -45,6 +45,16 @@ def bare(how: str) -> int:
     return shell_status(subprocess.run([sys.executable, ENDS, how], capture_output=True, timeout=30).returncode)
 
 
+def assert_each_ends_as_bare_python(runs: dict) -> None:
+    """Each Run of `runs` (a way a program ends -> its job) waited for: its exit code is bare
+    Python's, and its state COMPLETED for 0, else FAILED."""
+    for how, job in runs.items():
+        outcome = job.wait(progress=False)
+        expected = bare(how)
+        assert outcome.exit_code == expected, (how, outcome.report())
+        assert outcome.state == ("COMPLETED" if expected == 0 else "FAILED"), (how, outcome.report())
+
+
 def run(end: str = "return", *, distributed: bool = True, pythonpath: str = HOOK, **env) -> subprocess.CompletedProcess:
     environ = {**os.environ, "PYTHONPATH": ":".join(p for p in (pythonpath, STANDIN_JAX, str(REPO)) if p),
                "END": end, "STANDIN_DISTRIBUTED": "1" if distributed else "0", **env}

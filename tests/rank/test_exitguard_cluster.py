@@ -24,7 +24,7 @@ import hpcjax
 from conftest import DATA_DIR
 from hpcjax.job.spec import JobSpec, Layout
 from hpcjax.launch import submit
-from test_exitguard import WAYS, bare
+from test_exitguard import WAYS, assert_each_ends_as_bare_python, bare
 
 PROGRAM = str(DATA_DIR / "exit_stall_program.py")
 STALL_BOUND_S = 20  # from the last line to the job's end; the stall it removes was ~155 s
@@ -86,12 +86,9 @@ def test_the_jobs_exit_status_is_bare_pythons_every_way_a_program_ends(tmp_path,
     """Every process of a 2-node job ends the same way; as hpcjax reports it and as the batch
     script itself recorded it (its last attempt), which sacct shows less 128 above 128."""
     runs = {how: job(tmp_path / how, 2, 1, END=how) for how in WAYS}
+    assert_each_ends_as_bare_python(runs)
     for how, run in runs.items():
-        outcome = run.wait(progress=False)
-        expected = bare(how)
-        assert outcome.exit_code == expected, (how, outcome.report())
-        assert outcome.state == ("COMPLETED" if expected == 0 else "FAILED"), (how, outcome.report())
-        assert [a["exit_code"] for a in run.attempts()] == [expected], (how, run.attempts())
+        assert [a["exit_code"] for a in run.attempts()] == [bare(how)], (how, run.attempts())
 
 
 @WHOLE_CLUSTER_IN_TURN

@@ -19,7 +19,7 @@ import pytest
 from conftest import DATA_DIR
 from hpcjax.job.spec import JobSpec, Layout
 from hpcjax.launch import submit
-from test_exitguard import WAYS, bare
+from test_exitguard import WAYS, assert_each_ends_as_bare_python
 
 PROGRAM = str(DATA_DIR / "exit_stall_program.py")
 STALL_BOUND_S = 20  # from the last line to the job's end; the stall it removes was ~150 s
@@ -49,12 +49,7 @@ def test_the_usual_shape_ends_within_seconds_of_its_start(tmp_path, hpcjax_home)
 
 def test_the_jobs_exit_status_is_bare_pythons_every_way_a_program_ends(tmp_path, hpcjax_home):
     """Every process of a 2-process job ends the same way; the jobs run side by side."""
-    runs = {how: job(tmp_path / how, 1, 2, END=how) for how in WAYS}
-    for how, run in runs.items():
-        outcome = run.wait(progress=False)
-        expected = bare(how)
-        assert outcome.exit_code == expected, (how, outcome.report())
-        assert outcome.state == ("COMPLETED" if expected == 0 else "FAILED"), (how, outcome.report())
+    assert_each_ends_as_bare_python({how: job(tmp_path / how, 1, 2, END=how) for how in WAYS})
 
 
 def test_an_unmodified_script_that_hangs_at_exit_is_named_after_the_floor(tmp_path, hpcjax_home):

@@ -25,7 +25,8 @@ from targets import RANKS, Held, Local, Slurm, Ssh
 FINAL = {"watch": "COMPLETED", "follow": "COMPLETED", "stacks": "COMPLETED", "requeue": "COMPLETED",
          "cancel": "CANCELLED", "hang_short": "FAILED", "hang_default": "FAILED"}
 GROUPS = ("cluster-a", "cluster-b", "cluster-c")
-# Cells that only wait for the hang watch's default floor: run together by one test, not by test_seam.
+# Cells that only wait for the hang watch's default floor: started together by the first test of
+# group cluster-a and followed through by its last, not by test_seam.
 WAITING_TOGETHER = [cell for cell in CELLS if cell["follow_up"] == "hang_default"]
 HANG_WAIT_CREDIT = 120  # in the cost units of matrix.py: about 50 s in CI 17 (its cells: 572 units, 226 s)
 
