@@ -14,27 +14,20 @@ python3 -m pip install -q --disable-pip-version-check --root-user-action=ignore 
 pip_pid=$!
 # Shellcheck lints every rendered script; Charliecloud (ch-run) runs the container tests
 # for real in an image debootstrap makes (Apptainer is not installable here); headless
-# Chromium loads the run report.
+# Chromium loads the run report. They go to the dev cluster's start, which installs them with
+# its own packages in one apt-get run (and lets no package start a service: Debian's
+# openssh-server would start a system sshd on port 22).
 missing=()
 command -v shellcheck >/dev/null || missing+=(shellcheck)
 command -v ch-run >/dev/null || missing+=(charliecloud-runtime)
 command -v debootstrap >/dev/null || missing+=(debootstrap)
 command -v chromium >/dev/null || missing+=(chromium)  # loads `hpcjax report` pages headless
 # The tests' own sshd (127.0.0.1 only, started and stopped by tests/sshd.py) and rsync: the
-# laptop-to-cluster tests. Debian's package would start a system sshd on port 22; a
-# policy-rc.d (unless the machine has one) keeps it from starting any service.
+# laptop-to-cluster tests.
 [ -x /usr/sbin/sshd ] || missing+=(openssh-server)
 command -v rsync >/dev/null || missing+=(rsync)
 command -v tmux >/dev/null || missing+=(tmux)  # drives `hpcjax shell --on NAME` as a terminal would
-if [ ${#missing[@]} -gt 0 ]; then
-  echo "test.sh: installing ${missing[*]} (apt-get)" >&2
-  apt-get update -qq >/dev/null
-  policy=/usr/sbin/policy-rc.d
-  if [ ! -e "$policy" ]; then printf '#!/bin/sh\nexit 101\n' >"$policy" && chmod +x "$policy" && made_policy=1; fi
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
-  if [ -n "${made_policy:-}" ]; then rm -f "$policy"; fi
-fi
-bash slurm/devcluster/up.sh
+HPCJAX_DEVCLUSTER_APT_ALSO="${missing[*]}" bash slurm/devcluster/up.sh
 if ! wait "$pip_pid"; then
   grep -v "^WARNING: " "$pip_log" >&2 || true
   echo "test.sh: pip could not install hpcjax and its dependencies (above)" >&2
@@ -46,12 +39,11 @@ if command -v pyenv >/dev/null; then pyenv rehash; fi
 # Compiled once for every `python -m hpcjax` the tests start (with PYTHONDONTWRITEBYTECODE set,
 # each would compile the package again).
 python3 -m compileall -q hpcjax >/dev/null
-# The dev cluster's second account, whose login shell has a Python with JAX (not hpcjax).
-bash slurm/devcluster/cluster-user.sh >/dev/null
 export SLURM_CONF=${SLURM_CONF:-${HPCJAX_DEVCLUSTER_DIR:-/var/lib/hpcjax-devcluster}/etc/slurm.conf}
 # The cheap tier first (Python alone, under a minute), so that a failure there shows at once; then
-# the rest on three workers, so at most three tests share the dev cluster (four were tried: faster,
-# but two cores then starve JAX's start-up into aborts; tests/conftest.py says more), the seam
+# the rest on three workers, so at most three tests that compute share the dev cluster (four were
+# tried: faster, but two cores then starve JAX's start-up into aborts; tests/conftest.py says
+# more), and beside them the lane of tests that mostly wait (below), the seam
 # matrix's cells in three groups and a few tests that share a fixture or must take turns in
 # groups of their own (--dist loadgroup: xdist_group marks); then the few tests that need an
 # idle machine or the whole cluster, alone. Each run ends with its tiers' test time against
@@ -81,8 +73,24 @@ if [ -z "${HPCJAX_TEST_IMAGE:-}" ]; then
     bash containers/charliecloud-image.sh >"$build/path" 2>"$build/log" || built=$?
     echo "$built" >"$build/rc.partial" && mv "$build/rc.partial" "$build/rc" ) &  # rc: whole, or not there
 fi
-tier -ra -n 3 --dist loadgroup -m "not pure and not serial" "$@"
+# The dev cluster's second account, whose login shell has a Python with JAX (not hpcjax), in the
+# background too: about 35 s on a bare machine (a venv, pip from the cache), needed only by the
+# laptop-to-cluster tests, whose fixture (tests/conftest.py, ssh_cluster) runs the same script
+# and waits for this one (it takes a lock), then says why if it failed.
+bash slurm/devcluster/cluster-user.sh >/dev/null 2>&1 &
+# The tests that mostly wait (out a SLURM time limit, a hold's end, a program's sleep: marker
+# waits) run one after another in a lane of their own beside the main run, not on its three
+# workers: they use little CPU but held a worker for minutes each. Its report follows the main one.
+lane_log=$(mktemp /tmp/hpcjax-waits.XXXXXX)
+HPCJAX_TEST_LANE=waits python3 -m pytest -ra -p no:cacheprovider -m "waits and not pure and not serial" "$@" \
+  >"$lane_log" 2>&1 &
+lane_pid=$!
+tier -ra -n 3 --dist loadgroup -m "not pure and not serial and not waits" "$@"
+lane_rc=0
+wait "$lane_pid" || lane_rc=$?
+cat "$lane_log" && rm -f "$lane_log"
+[ "$lane_rc" -eq 0 ] || [ "$lane_rc" -eq 5 ] || status=$lane_rc
 tier -ra -m serial "$@"
-wait  # the image build, if a selection of tests (-k) ended before it
+wait  # the image build and the cluster user, if a selection of tests (-k) ended before them
 if [ -n "${HPCJAX_TEST_IMAGE_BUILD:-}" ]; then rm -rf "$HPCJAX_TEST_IMAGE_BUILD"; fi
 exit "$status"

@@ -124,7 +124,8 @@ TOOK: dict[tuple[str, str], float] = {}  # (tier, test) -> seconds, for the slow
 def pytest_runtest_logreport(report):
     """Each test's time is counted to its tier (for the budgets: pytest_terminal_summary).
     HPCJAX_TEST_TIMELINE=FILE: one JSON line per test phase (worker, test, phase, start, stop),
-    to see which worker ran what when (how the groups below balance)."""
+    to see which worker ran what when (how the groups below balance); a run outside xdist is
+    "main", or the lane scripts/test.sh names in HPCJAX_TEST_LANE."""
     if not os.environ.get("PYTEST_XDIST_WORKER"):
         tier = dict(report.user_properties).get("tier", "pure")
         SPENT[tier] = SPENT.get(tier, 0.0) + report.duration
@@ -134,7 +135,7 @@ def pytest_runtest_logreport(report):
         import json
 
         node = getattr(report, "node", None)  # the xdist worker it came from
-        worker = node.gateway.id if node is not None else "main"
+        worker = node.gateway.id if node is not None else os.environ.get("HPCJAX_TEST_LANE", "main")
         with open(timeline, "a") as out:
             out.write(json.dumps({"worker": worker, "test": report.nodeid,
                                   "phase": report.when, "start": report.start, "stop": report.stop}) + "\n")

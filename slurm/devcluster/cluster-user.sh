@@ -18,6 +18,12 @@ user=${HPCJAX_CLUSTER_USER:-hpcjaxuser}
 venv=${HPCJAX_CLUSTER_PYTHON:-/opt/hpcjax-cluster-python}
 OLD_CLOUDPICKLE=2.1.0
 [[ $(id -u) == 0 ]] || die "cluster-user.sh must run as root (it adds a Unix account)"
+# One at a time: scripts/test.sh starts it in the background, and each test session's first
+# laptop-to-cluster test runs it again (tests/conftest.py, ssh_cluster), which then waits here
+# for the first to finish and finds everything made.
+mkdir -p "$DIR/run"
+exec 9>"$DIR/run/cluster-user.lock"
+flock 9
 
 id "$user" >/dev/null 2>&1 || useradd --create-home --shell /bin/bash "$user"
 # No password, but not locked either: sshd refuses a locked account even with a key.

@@ -10,6 +10,8 @@
 #                              one more, the typed node (node3), is the partition a100 (configs.sh)
 #   HPCJAX_DEVCLUSTER_GPUS     emulated GPUs per node (default 4)
 #   HPCJAX_DEVCLUSTER_CPUS     CPUs per node (default 8; may exceed the machine's)
+#   HPCJAX_DEVCLUSTER_APT_ALSO Debian packages the caller also needs, installed by the same
+#                              apt-get run (scripts/test.sh's: one apt-get update, not two)
 #
 # Clients find the cluster through /etc/slurm/slurm.conf (a symlink this script
 # creates only if no other configuration is there) or SLURM_CONF=$DIR/etc/slurm.conf.
@@ -32,18 +34,26 @@ done
 [[ $(id -u) == 0 ]] || die "up.sh must run as root (it starts system daemons)"
 
 install_packages() {
-  local missing=()
+  local missing=() also=() policy=/usr/sbin/policy-rc.d made_policy=""
   for pkg in "${PACKAGES[@]}" ; do
     dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
   done
+  read -r -a also <<<"${HPCJAX_DEVCLUSTER_APT_ALSO:-}"
+  missing+=("${also[@]}")
   [[ ${#missing[@]} == 0 ]] && return
   log "installing ${missing[*]} (apt-get)"
   export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq >"$DIR/log/apt.log" 2>&1 || apt_failed
-  apt-get install -y -qq "${missing[@]}" >>"$DIR/log/apt.log" 2>&1 || apt_failed
+  # No package may start a service of its own (this script starts the daemons, with their own
+  # files and ports; Debian's openssh-server would start a system sshd on port 22): a
+  # policy-rc.d says no to each, unless the machine has one.
+  if [[ ! -e $policy ]]; then printf '#!/bin/sh\nexit 101\n' >"$policy" && chmod +x "$policy" && made_policy=1; fi
+  apt-get update -qq >"$DIR/log/apt.log" 2>&1 || apt_failed "$made_policy"
+  apt-get install -y -qq "${missing[@]}" >>"$DIR/log/apt.log" 2>&1 || apt_failed "$made_policy"
+  if [[ -n $made_policy ]]; then rm -f "$policy"; fi
 }
 
 apt_failed() {
+  if [[ -n ${1:-} ]]; then rm -f /usr/sbin/policy-rc.d; fi
   tail -n 20 "$DIR/log/apt.log" >&2
   die "apt-get failed (log above, full log in $DIR/log/apt.log)"
 }

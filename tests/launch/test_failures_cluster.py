@@ -168,6 +168,7 @@ def test_logs_follow_streams_every_rank_while_the_job_runs(tmp_path, slurm_clust
     assert run_hpcjax("logs", job, "--follow", "--tail", "3", cwd=tmp_path).returncode == 2
 
 
+@pytest.mark.waits  # requeued attempts wait out cred_expire, and little CPU
 def test_retry_failed_requeues_a_failure_and_leaves_out_a_node_that_failed_twice(
         tmp_path, slurm_cluster, hpcjax_home):
     """A one-node job that fails on whichever node its first attempt ran (a bad node): the
@@ -197,6 +198,7 @@ def test_retry_failed_requeues_a_failure_and_leaves_out_a_node_that_failed_twice
     assert [a["ended"] for a in status["attempts"]] == ["failed"]
 
 
+@pytest.mark.waits  # requeued attempts wait out cred_expire, and little CPU
 def test_retry_failed_stops_at_the_same_exception_twice_and_at_exit_78(tmp_path, slurm_cluster, hpcjax_home):
     """What a retry cannot fix is not retried (issue 27, part 4): a Python exception raised the
     same way by every attempt is retried once, then not again, and `status` says why; a rank

@@ -43,6 +43,7 @@ def hold(tmp_path, name: str, time_limit: str | None, env: dict | None = None) -
     return done.stdout.strip()
 
 
+@pytest.mark.waits  # minutes of a time limit or a sleep, and little CPU
 def test_jobs_run_one_after_another_in_a_hold_that_outlives_them_until_its_time_limit(
         tmp_path, slurm_cluster, hpcjax_home):
     name = f"t{os.getpid()}"

@@ -88,6 +88,7 @@ def test_a_dependent_the_user_cancelled_is_not_said_to_be_cancelled_by_its_depen
         subprocess.run(["scancel", first])
 
 
+@pytest.mark.waits  # minutes of a time limit or a sleep, and little CPU
 def test_logs_follow_into_a_pipe_streams_each_line_as_the_job_writes_it(tmp_path, slurm_cluster, hpcjax_home):
     """Issue 44: `hpcjax logs --follow | grep loss` showed nothing until the job ended (block-buffered)."""
     program = "import time; print('loss 1.0', flush=True); time.sleep(40); print('loss 0.5', flush=True)"
@@ -110,6 +111,7 @@ SAVES_ON_TERM = [sys.executable, "-c", "import signal, sys, time\n"
                  "signal.signal(signal.SIGTERM, saved); print('working', flush=True); time.sleep(300)"]
 
 
+@pytest.mark.waits  # minutes of a time limit or a sleep, and little CPU
 def test_a_hold_keeps_what_the_user_asked_for(tmp_path, slurm_cluster, hpcjax_home):
     """Issue 44: -J on `hold` was dropped; two holds of one name both came up; a job's --time and
     --exclude were ignored inside a hold; a cancel in a hold killed the ranks without SLURM's grace."""

@@ -45,6 +45,7 @@ def test_a_rank_missing_at_start(tmp_path, slurm_cluster, hpcjax_home):
     assert "process(es) 2 of 4 did not arrive within 5 s" in causes[0]["evidence"]
 
 
+@pytest.mark.waits  # minutes of a time limit or a sleep, and little CPU
 def test_the_warning_kills_a_3_minute_program_that_does_not_catch_it_and_a_1_minute_job_gets_none(
         tmp_path, slurm_cluster, hpcjax_home):
     """A 3-minute job gets SLURM's warning (USR2) 30 s before its limit (SLURM may send it up to a
