@@ -39,6 +39,9 @@ DATA_DIR = TESTS / "data"
 STANDINS = TESTS / "standins"
 DEVCLUSTER_CONF = Path(os.environ.get("HPCJAX_DEVCLUSTER_DIR", "/var/lib/hpcjax-devcluster")) / "etc/slurm.conf"
 TIERS = ("pure", "jax", "cluster", "container")
+# The budgets of tests/budgets.toml: one per tier, and the lane of tests that mostly wait (marker
+# waits), counted on its own: it runs beside the main run, one test at a time, off its workers.
+BUDGETS = (*TIERS, "waits")
 # Four workers were tried (2026-11-27): the main tier took 40 min instead of 46, but the two cores
 # were then so loaded that a JAX process's registration with its coordinator timed out and was
 # retried, and JAX aborted the job (SIGABRT) before the program ran: three it is.
@@ -85,6 +88,8 @@ def pytest_collection_modifyitems(config, items):
         # on the report, which reaches xdist's controller: its markers do not, and its keywords hold
         # every name of its node too (a test parametrized "jax" is no JAX test)
         item.user_properties.append(("tier", next(t for t in reversed(TIERS) if item.get_closest_marker(t))))
+        if item.get_closest_marker("waits"):
+            item.user_properties.append(("budget", "waits"))
     items[:] = jax_files_spread_out(items)
 
 
@@ -122,12 +127,13 @@ TOOK: dict[tuple[str, str], float] = {}  # (tier, test) -> seconds, for the slow
 
 
 def pytest_runtest_logreport(report):
-    """Each test's time is counted to its tier (for the budgets: pytest_terminal_summary).
+    """Each test's time is counted to its budget, its tier's or the waits lane's (pytest_terminal_summary).
     HPCJAX_TEST_TIMELINE=FILE: one JSON line per test phase (worker, test, phase, start, stop),
     to see which worker ran what when (how the groups below balance); a run outside xdist is
     "main", or the lane scripts/test.sh names in HPCJAX_TEST_LANE."""
     if not os.environ.get("PYTEST_XDIST_WORKER"):
-        tier = dict(report.user_properties).get("tier", "pure")
+        properties = dict(report.user_properties)
+        tier = properties.get("budget", properties.get("tier", "pure"))
         SPENT[tier] = SPENT.get(tier, 0.0) + report.duration
         TOOK[tier, report.nodeid] = TOOK.get((tier, report.nodeid), 0.0) + report.duration
     timeline = os.environ.get("HPCJAX_TEST_TIMELINE")
@@ -151,7 +157,7 @@ def pytest_terminal_summary(terminalreporter):
         return
     budgets = tomllib.loads((TESTS / "budgets.toml").read_text())["seconds"]
     terminalreporter.section("test time by tier (tests/budgets.toml)")
-    for tier in TIERS:
+    for tier in BUDGETS:
         if tier in SPENT:
             over = SPENT[tier] > budgets[tier]
             terminalreporter.write_line(f"{tier:10} {SPENT[tier]:7.0f} s of test time, budget {budgets[tier]} s"
