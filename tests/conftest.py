@@ -193,6 +193,16 @@ def no_shared_cache_in_containers(request, monkeypatch):
 
 
 @pytest.fixture
+def empty(tmp_path, monkeypatch):
+    """An empty working directory, hpcjax's home outside it, the local backend (the bad-input tests)."""
+    monkeypatch.setenv("HPCJAX_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("HPCJAX_BACKEND", "local")
+    work = tmp_path / "work"
+    work.mkdir()
+    return work
+
+
+@pytest.fixture
 def hpcjax_home(tmp_path, monkeypatch):
     """Job records of this test only."""
     home = tmp_path / "hpcjax-home"

@@ -17,16 +17,6 @@ from hpcjax.slurm.script import render_sbatch
 from hpcjax.job.spec import Container, JobSpec
 
 
-@pytest.fixture
-def empty(tmp_path, monkeypatch):
-    """An empty working directory, hpcjax's home outside it."""
-    monkeypatch.setenv("HPCJAX_HOME", str(tmp_path / "home"))
-    monkeypatch.setenv("HPCJAX_BACKEND", "local")
-    work = tmp_path / "work"
-    work.mkdir()
-    return work
-
-
 def refused(work: Path, argv, words: str, *, leaves=()) -> str:
     code, out, err = cli(work, *argv)
     assert code in (1, 2), (code, err)

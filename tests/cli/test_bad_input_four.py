@@ -21,7 +21,7 @@ from conftest import REPO
 from hpcjax.values.errors import UsageError
 from hpcjax.job.spec import JobSpec
 from hpcjax.slurm.script import render_sbatch
-from test_bad_input import cli, empty, refused  # noqa: F401 (the fixture)
+from test_bad_input import cli, refused
 
 BAD = b"\xff".decode("utf-8", "surrogateescape")  # a byte that is not UTF-8, as Python keeps it from argv
 

@@ -13,7 +13,7 @@ import pytest
 
 import hpcjax
 from hpcjax.values.errors import HpcjaxError, UsageError
-from test_bad_input import cli, empty, refused  # noqa: F401 (the fixture)
+from test_bad_input import refused
 
 
 # --- values accepted that meant nothing, or something else --------------------------------------
