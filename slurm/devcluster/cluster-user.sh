@@ -30,15 +30,22 @@ id "$user" >/dev/null 2>&1 || useradd --create-home --shell /bin/bash "$user"
 usermod -p '*' "$user"
 home=$(getent passwd "$user" | cut -d: -f6)
 
-# The same versions as the laptop's environment (so pip reuses its downloads), from the
+# Installs into the cluster's Python: by uv where the laptop's Python has it (scripts/test.sh
+# installs it: it takes the downloads from its cache, where the laptop's install left them), else pip.
+if python3 -m uv --version >/dev/null 2>&1; then
+  install=(python3 -m uv pip install -q --python "$venv/bin/python")
+else
+  install=("$venv/bin/python" -m pip install -q --disable-pip-version-check)
+fi
+# The same versions as the laptop's environment (so the installer reuses its downloads), from the
 # Debian Python: the laptop's own may live under a directory this user cannot enter.
 if [[ ! -x $venv/bin/python ]] || ! "$venv/bin/python" -c "import jax, optax, orbax.checkpoint" 2>/dev/null; then
-  log "making the cluster user's Python at $venv (pip: jax, jaxlib, numpy, optax, orbax-checkpoint)"
+  log "making the cluster user's Python at $venv (jax, jaxlib, numpy, optax, orbax-checkpoint)"
   /usr/bin/python3 -m venv "$venv"
   pins=$(python3 -m pip list --format=freeze 2>/dev/null \
            | grep -iE '^(jax|jaxlib|numpy|optax|orbax-checkpoint)==' || true)
   # shellcheck disable=SC2086 # one argument per pin
-  "$venv/bin/python" -m pip install -q --disable-pip-version-check ${pins:-jax jaxlib numpy optax orbax-checkpoint} \
+  "${install[@]}" ${pins:-jax jaxlib numpy optax orbax-checkpoint} \
     >"$DIR/log/cluster-python.log" 2>&1 || { tail -n 20 "$DIR/log/cluster-python.log" >&2; die "pip failed"; }
   for package in jax jaxlib numpy optax orbax-checkpoint; do
     "$venv/bin/python" -m pip show -q "$package" >/dev/null 2>&1 || die "the cluster Python lacks $package"
@@ -47,19 +54,19 @@ fi
 # An older cloudpickle than the laptop's, as a cluster's site-packages may well have (issue 44): a
 # call pickled on the laptop must still load there, with the copy hpcjax stages beside it.
 if [[ $("$venv/bin/python" -m pip show cloudpickle 2>/dev/null | sed -n 's/^Version: //p') != "$OLD_CLOUDPICKLE" ]]; then
-  "$venv/bin/python" -m pip install -q --disable-pip-version-check "cloudpickle==$OLD_CLOUDPICKLE" \
+  "${install[@]}" "cloudpickle==$OLD_CLOUDPICKLE" \
     >>"$DIR/log/cluster-python.log" 2>&1 || { tail -n 20 "$DIR/log/cluster-python.log" >&2; die "pip failed (cloudpickle)"; }
 fi
 # py-spy, as a site would install it for `hpcjax stacks` (the nodes need it; hpcjax does not ship it).
 if [[ ! -x $venv/bin/py-spy ]]; then
   pin=$(python3 -m pip list --format=freeze 2>/dev/null | grep -iE '^py-spy==' || echo py-spy)
-  "$venv/bin/python" -m pip install -q --disable-pip-version-check "$pin" >>"$DIR/log/cluster-python.log" 2>&1 \
+  "${install[@]}" "$pin" >>"$DIR/log/cluster-python.log" 2>&1 \
     || { tail -n 20 "$DIR/log/cluster-python.log" >&2; die "pip failed (py-spy)"; }
 fi
 # jupyter-server, as a user adds it to their own environment for `hpcjax jupyter` (hpcjax installs nothing there).
 if ! "$venv/bin/python" -c "import jupyter_server" 2>/dev/null; then
   pin=$(python3 -m pip list --format=freeze 2>/dev/null | grep -iE '^jupyter[_-]server==' || echo jupyter-server)
-  "$venv/bin/python" -m pip install -q --disable-pip-version-check "$pin" >>"$DIR/log/cluster-python.log" 2>&1 \
+  "${install[@]}" "$pin" >>"$DIR/log/cluster-python.log" 2>&1 \
     || { tail -n 20 "$DIR/log/cluster-python.log" >&2; die "pip failed (jupyter-server)"; }
 fi
 chmod -R a+rX "$venv"

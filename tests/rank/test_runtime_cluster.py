@@ -71,6 +71,7 @@ def test_python_outside_srun_fails_with_the_srun_line(tmp_path, slurm_cluster):
     assert "outside an srun step" in text and "srun --gpus-per-task=1" in text and "Traceback" not in text
 
 
+@pytest.mark.serial  # its two jobs must run at once: 8 GPUs between them, never all free on a busy cluster
 def test_two_jobs_on_the_same_nodes_at_once_use_different_ports(tmp_path, slurm_cluster, hpcjax_home):
     # Each rank sleeps first so the two jobs' initializations overlap in time.
     command = ["bash", "-c", f"sleep 4; exec {sys.executable} -m hpcjax check all --json"]
