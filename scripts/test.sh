@@ -9,11 +9,14 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 # hpcjax and its dependencies in the background, beside apt-get and the cluster's start (neither
 # needs them), by uv, which pip installs (one wheel): uv downloads and unpacks in parallel, where
 # pip goes one package at a time (a bare machine: pip took 69 s, the critical path before the
-# first tier, with apt-get and the cluster's start done in 38). Its output is shown if it fails.
+# first tier, with apt-get and the cluster's start done in 38). It compiles the bytecode as pip
+# does (else each process compiles what it imports, where it may not write). Its output is shown
+# if it fails.
 install_log=$(mktemp /tmp/hpcjax-install.XXXXXX)
 echo "test.sh: installing hpcjax and its dependencies (uv, in the background)" >&2
 { python3 -m pip install -q --disable-pip-version-check --root-user-action=ignore uv &&
-  python3 -m uv pip install -q --python "$(python3 -c "import sys; print(sys.executable)")" -e ".[test,docs]"; } >"$install_log" 2>&1 &
+  python3 -m uv pip install -q --compile-bytecode --python "$(python3 -c "import sys; print(sys.executable)")" \
+    -e ".[test,docs]"; } >"$install_log" 2>&1 &
 install_pid=$!
 # Shellcheck lints every rendered script; Charliecloud (ch-run) runs the container tests
 # for real in an image debootstrap makes (Apptainer is not installable here); headless

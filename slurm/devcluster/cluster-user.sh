@@ -31,9 +31,10 @@ usermod -p '*' "$user"
 home=$(getent passwd "$user" | cut -d: -f6)
 
 # Installs into the cluster's Python: by uv where the laptop's Python has it (scripts/test.sh
-# installs it: it takes the downloads from its cache, where the laptop's install left them), else pip.
+# installs it: it takes the downloads from its cache, where the laptop's install left them), else
+# pip. Compiled at install, as pip does: this user cannot write the bytecode into the venv.
 if python3 -m uv --version >/dev/null 2>&1; then
-  install=(python3 -m uv pip install -q --python "$venv/bin/python")
+  install=(python3 -m uv pip install -q --compile-bytecode --python "$venv/bin/python")
 else
   install=("$venv/bin/python" -m pip install -q --disable-pip-version-check)
 fi
