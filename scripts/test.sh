@@ -63,8 +63,11 @@ rm -f "$HPCJAX_TEST_TIMELINE"
 # of them again (about 1.5 s of CPU each here).
 unset PYTHONDONTWRITEBYTECODE
 status=0
+counted() {  # a failing run's exit status becomes the script's; 5 is none selected (e.g. with -k)
+  [ "$1" -eq 0 ] || [ "$1" -eq 5 ] || status=$1
+}
 tier() {
-  python3 -m pytest "$@" || { rc=$?; [ "$rc" -eq 5 ] || status=$rc; }  # 5: none selected (e.g. with -k)
+  python3 -m pytest "$@" || counted $?
 }
 tier -ra -n 3 -m "pure and not serial" "$@"
 # The container tests' image (JAX and NumPy without hpcjax; kept between runs) is built in the
@@ -92,10 +95,8 @@ HPCJAX_TEST_LANE=waits python3 -m pytest -ra -p no:cacheprovider -m "waits and n
   >"$lane_log" 2>&1 &
 lane_pid=$!
 tier -ra -n 3 --dist loadgroup -m "not pure and not serial and not waits" "$@"
-lane_rc=0
-wait "$lane_pid" || lane_rc=$?
+wait "$lane_pid" || counted $?
 cat "$lane_log" && rm -f "$lane_log"
-[ "$lane_rc" -eq 0 ] || [ "$lane_rc" -eq 5 ] || status=$lane_rc
 tier -ra -m serial "$@"
 wait  # the image build and the cluster user, if a selection of tests (-k) ended before them
 if [ -n "${HPCJAX_TEST_IMAGE_BUILD:-}" ]; then rm -rf "$HPCJAX_TEST_IMAGE_BUILD"; fi

@@ -47,7 +47,7 @@ if [[ ! -x $venv/bin/python ]] || ! "$venv/bin/python" -c "import jax, optax, or
            | grep -iE '^(jax|jaxlib|numpy|optax|orbax-checkpoint)==' || true)
   # shellcheck disable=SC2086 # one argument per pin
   "${install[@]}" ${pins:-jax jaxlib numpy optax orbax-checkpoint} \
-    >"$DIR/log/cluster-python.log" 2>&1 || { tail -n 20 "$DIR/log/cluster-python.log" >&2; die "pip failed"; }
+    >"$DIR/log/cluster-python.log" 2>&1 || { tail -n 20 "$DIR/log/cluster-python.log" >&2; die "install failed"; }
   for package in jax jaxlib numpy optax orbax-checkpoint; do
     "$venv/bin/python" -m pip show -q "$package" >/dev/null 2>&1 || die "the cluster Python lacks $package"
   done
@@ -56,19 +56,19 @@ fi
 # call pickled on the laptop must still load there, with the copy hpcjax stages beside it.
 if [[ $("$venv/bin/python" -m pip show cloudpickle 2>/dev/null | sed -n 's/^Version: //p') != "$OLD_CLOUDPICKLE" ]]; then
   "${install[@]}" "cloudpickle==$OLD_CLOUDPICKLE" \
-    >>"$DIR/log/cluster-python.log" 2>&1 || { tail -n 20 "$DIR/log/cluster-python.log" >&2; die "pip failed (cloudpickle)"; }
+    >>"$DIR/log/cluster-python.log" 2>&1 || { tail -n 20 "$DIR/log/cluster-python.log" >&2; die "install failed (cloudpickle)"; }
 fi
 # py-spy, as a site would install it for `hpcjax stacks` (the nodes need it; hpcjax does not ship it).
 if [[ ! -x $venv/bin/py-spy ]]; then
   pin=$(python3 -m pip list --format=freeze 2>/dev/null | grep -iE '^py-spy==' || echo py-spy)
   "${install[@]}" "$pin" >>"$DIR/log/cluster-python.log" 2>&1 \
-    || { tail -n 20 "$DIR/log/cluster-python.log" >&2; die "pip failed (py-spy)"; }
+    || { tail -n 20 "$DIR/log/cluster-python.log" >&2; die "install failed (py-spy)"; }
 fi
 # jupyter-server, as a user adds it to their own environment for `hpcjax jupyter` (hpcjax installs nothing there).
 if ! "$venv/bin/python" -c "import jupyter_server" 2>/dev/null; then
   pin=$(python3 -m pip list --format=freeze 2>/dev/null | grep -iE '^jupyter[_-]server==' || echo jupyter-server)
   "${install[@]}" "$pin" >>"$DIR/log/cluster-python.log" 2>&1 \
-    || { tail -n 20 "$DIR/log/cluster-python.log" >&2; die "pip failed (jupyter-server)"; }
+    || { tail -n 20 "$DIR/log/cluster-python.log" >&2; die "install failed (jupyter-server)"; }
 fi
 chmod -R a+rX "$venv"
 

@@ -47,13 +47,13 @@ install_packages() {
   # files and ports; Debian's openssh-server would start a system sshd on port 22): a
   # policy-rc.d says no to each, unless the machine has one.
   if [[ ! -e $policy ]]; then printf '#!/bin/sh\nexit 101\n' >"$policy" && chmod +x "$policy" && made_policy=1; fi
-  apt-get update -qq >"$DIR/log/apt.log" 2>&1 || apt_failed "$made_policy"
-  apt-get install -y -qq "${missing[@]}" >>"$DIR/log/apt.log" 2>&1 || apt_failed "$made_policy"
+  apt-get update -qq >"$DIR/log/apt.log" 2>&1 || apt_failed "${made_policy:+$policy}"
+  apt-get install -y -qq "${missing[@]}" >>"$DIR/log/apt.log" 2>&1 || apt_failed "${made_policy:+$policy}"
   if [[ -n $made_policy ]]; then rm -f "$policy"; fi
 }
 
-apt_failed() {
-  if [[ -n ${1:-} ]]; then rm -f /usr/sbin/policy-rc.d; fi
+apt_failed() {  # $1: the policy-rc.d this script made, to take away again
+  if [[ -n ${1:-} ]]; then rm -f "$1"; fi
   tail -n 20 "$DIR/log/apt.log" >&2
   die "apt-get failed (log above, full log in $DIR/log/apt.log)"
 }
