@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import time
 
+from hpcjax.localjobs import TICK_S
 from hpcjax.protocol.contract import FINISHED_STATES
-
-POLL_S = 0.2
 
 
 def unmet(after, find, waiting=lambda text: None, cancelled=lambda: False) -> str:
@@ -24,7 +23,7 @@ def unmet(after, find, waiting=lambda text: None, cancelled=lambda: False) -> st
         while (state := dependency.state()) not in FINISHED_STATES:
             if cancelled():
                 return "cancelled while it waited to start"
-            time.sleep(POLL_S)
+            time.sleep(TICK_S)
         if when == "ok" and state != "COMPLETED":
             return f"not started: job {job} {state.lower()} (--after {job}:{when})"
     return ""

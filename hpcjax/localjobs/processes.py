@@ -29,7 +29,7 @@ from hpcjax.protocol.statuses import exit_words
 from hpcjax.follow.progress import say
 from hpcjax.follow.run import Run
 from hpcjax.job.spec import JobSpec
-from hpcjax.localjobs import chains
+from hpcjax.localjobs import TICK_S, chains
 from hpcjax.localjobs.environment import free_port, local_job_of, rank_environment
 
 STOP_GRACE_S = 5.0
@@ -54,7 +54,7 @@ class LocalRun(Run):
     then its processes, followed by `poll`. Safe to poll from several threads."""
 
     backend = "local"
-    poll_s = 0.2
+    poll_s = TICK_S
 
     def __init__(self, job_id: str, spec: JobSpec | None, *, log_dir: Path | None = None,
                  layout: contract.Layout | None = None, record: dict | None = None,

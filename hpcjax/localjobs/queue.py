@@ -14,12 +14,10 @@ import threading
 import time
 
 from hpcjax.catalog import records
-from hpcjax.localjobs import chains
+from hpcjax.localjobs import TICK_S, chains
 from hpcjax.localjobs.processes import LocalRun
 from hpcjax.protocol.contract import FINISHED_STATES
 from hpcjax.job.spec import JobSpec
-
-TICK_S = 0.2
 
 
 def default_slots(spec: JobSpec) -> int:

@@ -135,6 +135,7 @@ def test_a_chain_that_succeeds_runs_in_order(tmp_path, hpcjax_home, monkeypatch)
     assert float(lines[0][1]) < float(lines[1][1]) < float(lines[2][1])
 
 
+@pytest.mark.jax  # its function imports JAX on its rank (the tier says what the processes a test starts use)
 def test_after_in_a_remote_functions_submit(tmp_path, hpcjax_home):
     """f.submit(..., after=handle): the second call waits for the first; the first fails, so
     the second is cancelled without running, and its error says why."""
