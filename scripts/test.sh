@@ -87,12 +87,11 @@ fi
 # laptop-to-cluster tests, whose fixture (tests/conftest.py, ssh_cluster) runs the same script
 # and waits for this one (it takes a lock), then says why if it failed.
 bash slurm/devcluster/cluster-user.sh >/dev/null 2>&1 &
-# The tests that mostly wait (out a SLURM time limit, a hold's end, a hang watch's floor, a
-# program's sleep: marker waits) run two at a time in a lane of their own beside the main run, not
-# on its three workers: they use little CPU but held a worker for minutes each. Its report follows
-# the main one.
+# The tests that mostly wait (out a SLURM time limit, a hold's end, a program's sleep: marker
+# waits) run one after another in a lane of their own beside the main run, not on its three
+# workers: they use little CPU but held a worker for minutes each. Its report follows the main one.
 lane_log=$(mktemp /tmp/hpcjax-waits.XXXXXX)
-HPCJAX_TEST_LANE=waits python3 -m pytest -ra -p no:cacheprovider -n 2 -m "waits and not pure and not serial" "$@" \
+HPCJAX_TEST_LANE=waits python3 -m pytest -ra -p no:cacheprovider -m "waits and not pure and not serial" "$@" \
   >"$lane_log" 2>&1 &
 lane_pid=$!
 tier -ra -n 3 --dist loadgroup -m "not pure and not serial and not waits" "$@"

@@ -138,7 +138,7 @@ def pytest_runtest_logreport(report):
     """Each test's time is counted to its budget, its tier's or the waits lane's (pytest_terminal_summary).
     HPCJAX_TEST_TIMELINE=FILE: one JSON line per test phase (worker, test, phase, start, stop),
     to see which worker ran what when (how the groups below balance); a run outside xdist is
-    "main"; a lane's (HPCJAX_TEST_LANE, scripts/test.sh) workers carry its name (waits-gw0)."""
+    "main", or the lane scripts/test.sh names in HPCJAX_TEST_LANE."""
     if not os.environ.get("PYTEST_XDIST_WORKER"):
         properties = dict(report.user_properties)
         tier = properties.get("budget", properties.get("tier", "pure"))
@@ -149,8 +149,7 @@ def pytest_runtest_logreport(report):
         import json
 
         node = getattr(report, "node", None)  # the xdist worker it came from
-        lane = os.environ.get("HPCJAX_TEST_LANE")
-        worker = "-".join(filter(None, (lane, node.gateway.id if node is not None else None))) or "main"
+        worker = node.gateway.id if node is not None else os.environ.get("HPCJAX_TEST_LANE", "main")
         with open(timeline, "a") as out:
             out.write(json.dumps({"worker": worker, "test": report.nodeid,
                                   "phase": report.when, "start": report.start, "stop": report.stop}) + "\n")

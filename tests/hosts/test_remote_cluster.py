@@ -218,7 +218,6 @@ def sshd_free_port() -> int:
     return free_port()
 
 
-@pytest.mark.waits  # a job's sleep, sshd down for 8 s and the reconnection's backoff, and little CPU
 def test_a_dropped_connection_while_waiting_is_said_ridden_out_and_the_true_outcome_reported(laptop, ssh_cluster):
     """sshd (and every connection it serves, the shared one too) stops while `submit --wait`
     follows a job, and starts again 8 s later: the wait says so, reconnects, and ends with

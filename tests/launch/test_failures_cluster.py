@@ -112,7 +112,6 @@ def test_a_rank_that_cannot_resolve_the_coordinator_fails_fast_and_says_why(tmp_
     assert status["outcome"]["causes"][0]["cause"] == "coordinator unreachable"
 
 
-@pytest.mark.waits  # JAX's heartbeat bound after a few steps, and little CPU
 def test_a_frozen_rank_ends_the_job_within_the_heartbeat_bound_and_is_named(tmp_path, slurm_cluster, hpcjax_home):
     """SIGSTOP on rank 3 of 4 mid-training: JAX's coordination service misses its
     heartbeats (at the default bound: a default no test used is a default no one proved), the job

@@ -20,7 +20,6 @@ from support import MODEL
 pytestmark = pytest.mark.cluster
 
 
-@pytest.mark.waits  # a hang watch's floor, then the stacks, and little CPU
 def test_hpcjax_train_whose_rank_3_stops_before_step_12_ends_naming_rank_3(tmp_path, slurm_cluster, hpcjax_home):
     command = (sys.executable, str(DATA_DIR / "hang_train.py"), "--strategy", "dp", "--steps", "400",
                "--run-dir", str(tmp_path / "run"), *MODEL)
@@ -44,12 +43,10 @@ def test_hpcjax_train_whose_rank_3_stops_before_step_12_ends_naming_rank_3(tmp_p
     assert "likely cause: hang" in status.stdout + status.stderr
 
 
-@pytest.mark.waits  # a hang watch's floor, then the stacks, and little CPU
 def test_a_trainer_run_whose_rank_3_hangs_ends_by_itself(shared_storage, hpcjax_home):
     api_cases.trainer_hang("slurm", shared_storage, 2, 2, "node2")
 
 
-@pytest.mark.waits  # a hang watch's floor, then the stacks, and little CPU
 def test_a_hang_is_retried_and_the_next_attempt_starts_clean(tmp_path, slurm_cluster, hpcjax_home):
     """--retry-failed --requeue 2: the first attempt hangs (rank 3 held) and is ended by the
     watch; the second runs on (the hang marker of the first was removed) and completes."""

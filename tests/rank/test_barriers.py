@@ -29,7 +29,6 @@ def run_job(tmp_path, *arguments: str):
     return run, run.wait(progress=False)
 
 
-@pytest.mark.waits  # its second process sleeps 35 s before it comes, and little CPU
 def test_processes_35_s_apart_line_up_and_then_gather(tmp_path, hpcjax_home):
     # 35 s apart, gloo's first collective alone fails (DEADLINE_EXCEEDED after its 30 s)
     run, outcome = run_job(tmp_path, "line-up", "35")

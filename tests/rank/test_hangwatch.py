@@ -138,7 +138,6 @@ def test_a_rank_stuck_at_the_same_step_is_named_by_its_stack(tmp_path, hpcjax_ho
 
 
 @pytest.mark.jax
-@pytest.mark.waits  # its program's sleeps (the slow evaluations, the long save), and little CPU
 def test_a_healthy_job_with_slow_evaluations_and_a_long_save_is_not_ended(tmp_path, hpcjax_home):
     run, outcome, _ = local_job(tmp_path, "irregular")
     assert outcome.ok, outcome.report()
