@@ -32,9 +32,7 @@ def load_corpus(max_bytes: int, root: str | None = None) -> tuple[np.ndarray, np
     """(train, validation) byte arrays from the standard library's .py files."""
     base = Path(root or sysconfig.get_paths()["stdlib"])
     train, val, total = [], [], 0
-    for path in sorted(base.rglob("*.py")):
-        if "site-packages" in path.parts or not path.is_file():
-            continue
+    for path in stdlib_sources(base):
         data = path.read_bytes()
         name = str(path.relative_to(base)).encode()
         split = val if int(hashlib.sha256(name).hexdigest(), 16) % VALIDATION_EVERY == 0 else train
@@ -52,6 +50,17 @@ def load_corpus(max_bytes: int, root: str | None = None) -> tuple[np.ndarray, np
                          "(some minimal images strip it), or lower --corpus-bytes below what it has")
     as_array = lambda parts: np.frombuffer(b"\n".join(parts), dtype=np.uint8)  # noqa: E731
     return as_array(train), as_array(val)
+
+
+def stdlib_sources(base: Path) -> list[Path]:
+    """The .py files under `base`, in sorted order, without descending into site-packages: the
+    installed packages live there (JAX's own, and on a cluster's Python often torch's, tens of
+    thousands of files), and walking them only to skip them took a second of every cold start."""
+    found = []
+    for folder, subfolders, files in os.walk(base):
+        subfolders[:] = [name for name in subfolders if name != "site-packages"]
+        found += [Path(folder, name) for name in files if name.endswith(".py")]
+    return sorted(path for path in found if path.is_file())
 
 
 def corpus_kept_in(directory: Path, max_bytes: int) -> tuple[np.ndarray, np.ndarray, str]:
