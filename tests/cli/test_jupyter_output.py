@@ -39,7 +39,7 @@ def test_a_server_that_says_nothing_is_given_up_on_at_the_deadline():
     silent = server("import time; time.sleep(60)")
     began = time.monotonic()
     try:
-        assert wait_for_url(silent, timeout_s=1) == (None, "")
+        assert wait_for_url(silent, timeout_s=0.3) == (None, "")
         assert time.monotonic() - began < 30  # it did not wait for the server's end
     finally:
         silent.kill()
@@ -75,7 +75,7 @@ def test_an_address_nobody_listens_on_is_not_said_to_answer():
     quiet = server("import time; time.sleep(60)")
     began = time.monotonic()
     try:
-        assert not answers_soon(f"http://127.0.0.1:{port}/lab?token=abc", quiet, timeout_s=1)
+        assert not answers_soon(f"http://127.0.0.1:{port}/lab?token=abc", quiet, timeout_s=0.4)
         assert time.monotonic() - began < 30
     finally:
         quiet.kill()

@@ -1,7 +1,7 @@
 """A program for the exit guard's unit tests: imports the stand-in JAX (tests/data/standin_jax),
 prints its last line, and ends as END says (tests/data/program_ends.py). FORK=1: a child forked
 after the import ends the same way first (its exit is its own). USR2_AT_EXIT=1: SLURM's warning
-arrives during the exit. THREAD_WORKS=1: a thread works on 1.5 s after the main thread returns."""
+arrives during the exit. THREAD_WORKS=1: a thread works on 0.5 s after the main thread returns."""
 
 import os
 import signal
@@ -26,7 +26,7 @@ if os.environ.get("THREAD_WORKS"):
     import threading
 
     def work():
-        time.sleep(1.5)
+        time.sleep(0.5)
         print("the thread's work is done", flush=True)
 
     threading.Thread(target=work).start()

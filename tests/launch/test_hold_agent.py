@@ -67,7 +67,7 @@ def queue(hold, tmp_path, body: str, name: str):
 
 def test_jobs_run_one_at_a_time_in_order_each_with_its_name_log_and_directory(agent, tmp_path):
     _, hold = agent
-    first, ahead = queue(hold, tmp_path, 'echo "first $HPCJAX_JOB_KEY in $PWD"; sleep 1; exit 3', "a")
+    first, ahead = queue(hold, tmp_path, 'echo "first $HPCJAX_JOB_KEY in $PWD"; sleep 0.3; exit 3', "a")
     second, ahead2 = queue(hold, tmp_path, 'echo "second $HPCJAX_JOB_KEY"; date +%s.%N > started', "b")
     assert (first, second) == ("77.s1", "77.s2")
     assert ahead2 == ["77.s1"]  # the second is told what it waits for

@@ -99,7 +99,7 @@ def test_a_2x2_sweep_is_one_array_of_four_listed_with_values_and_losses(tmp_path
 
 def test_a_chain_whose_second_link_fails_cancels_the_third_and_says_why(tmp_path, hpcjax_home):
     def program(name, code):
-        return f"import sys, time; time.sleep(0.5); open('order', 'a').write('{name}\\n'); sys.exit({code})"
+        return f"import sys, time; time.sleep(0.3); open('order', 'a').write('{name}\\n'); sys.exit({code})"
 
     ids = []
     procs = []
@@ -124,7 +124,7 @@ def test_a_chain_that_succeeds_runs_in_order(tmp_path, hpcjax_home, monkeypatch)
     monkeypatch.chdir(tmp_path)
 
     def link(name):
-        return f"import time; open('order', 'a').write('{name} %f\\n' % time.time()); time.sleep(0.3)"
+        return f"import time; open('order', 'a').write('{name} %f\\n' % time.time()); time.sleep(0.1)"
 
     first = hpcjax.launch.submit(JobSpec(command=(sys.executable, "-c", link("a"))), "local")
     second = hpcjax.launch.submit(JobSpec(command=(sys.executable, "-c", link("b"))), "local", after=first)
@@ -174,13 +174,20 @@ def test_a_sweep_after_a_failed_job_never_starts_and_after_a_good_one_starts_aft
                        sys.executable, "-c", program, "{x}", cwd=tmp_path)
     assert swept.returncode == 1 and f"not started: job {first} failed (--after {first}:ok)" in swept.stderr
     assert not list(tmp_path.glob("ran-*"))
+    # the first job runs until the sweep has been submitted behind it (its id said), then ends
     slow = subprocess.Popen([sys.executable, "-m", "hpcjax", "submit", "--backend", "local", "--", sys.executable,
-                             "-c", "import time; time.sleep(1.5); open('first2', 'w').write('x')"], cwd=tmp_path,
+                             "-c", "import os, time\nwhile not os.path.exists('go'): time.sleep(0.02)\n"
+                             "open('first2', 'w').write('x')"], cwd=tmp_path,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     second = slow.stdout.readline().strip()
     program = "import sys, os; open('ran-' + sys.argv[1], 'w').write(str(os.path.exists('first2')))"
-    swept = run_hpcjax("submit", "--backend", "local", "--after", second, "--sweep", "x=1,2", "--",
-                       sys.executable, "-c", program, "{x}", cwd=tmp_path)
-    assert swept.returncode == 0, swept.stderr
+    sweep = subprocess.Popen([sys.executable, "-m", "hpcjax", "submit", "--backend", "local", "--after", second,
+                              "--sweep", "x=1,2", "--", sys.executable, "-c", program, "{x}"], cwd=tmp_path,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert sweep.stdout.readline().strip(), sweep.stderr.read()
+    assert not list(tmp_path.glob("ran-*"))  # submitted, and waiting
+    (tmp_path / "go").write_text("")
+    _, said = sweep.communicate(timeout=60)
+    assert sweep.returncode == 0, said
     assert slow.wait(timeout=60) == 0
     assert sorted(p.read_text() for p in tmp_path.glob("ran-*")) == ["True", "True"]

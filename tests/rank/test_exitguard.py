@@ -33,6 +33,7 @@ ENDS = str(DATA_DIR / "program_ends.py")
 STANDIN_JAX = str(DATA_DIR / "standin_jax")
 BARRIER, DRAINED, JAX_SHUTDOWN = "guard: barrier hpcjax/exit", "guard: drained", "jax: distributed shutdown"
 WAYS = ("return", "exit3", "raise3", "main4", "error", "hooked", "interrupt", "os_exit5", "kill")
+NOT_DISTRIBUTED = ("return", "exit3", "error")
 
 
 def shell_status(returncode: int) -> int:
@@ -55,18 +56,40 @@ def assert_each_ends_as_bare_python(runs: dict) -> None:
         assert outcome.state == ("COMPLETED" if expected == 0 else "FAILED"), (how, outcome.report())
 
 
-def run(end: str = "return", *, distributed: bool = True, pythonpath: str = HOOK, **env) -> subprocess.CompletedProcess:
+def start(end: str = "return", *, distributed: bool = True, pythonpath: str = HOOK, **env) -> subprocess.Popen:
     environ = {**os.environ, "PYTHONPATH": ":".join(p for p in (pythonpath, STANDIN_JAX, str(REPO)) if p),
                "END": end, "STANDIN_DISTRIBUTED": "1" if distributed else "0", **env}
     environ.pop("HPCJAX_EXIT_GUARD", None)
     environ.update(env)
-    return subprocess.run([sys.executable, PROGRAM], capture_output=True, text=True, env=environ, timeout=30)
+    return subprocess.Popen([sys.executable, PROGRAM], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=environ)
+
+
+def finished(proc: subprocess.Popen) -> subprocess.CompletedProcess:
+    out, err = proc.communicate(timeout=30)
+    return subprocess.CompletedProcess(proc.args, shell_status(proc.returncode), out, err)
+
+
+def run(end: str = "return", **how) -> subprocess.CompletedProcess:
+    """The program, ended as `end` says; its returncode as a shell says it (128+N for signal N)."""
+    return finished(start(end, **how))
+
+
+@pytest.fixture(scope="module")
+def ended():
+    """Every way a program ends, distributed, and three of them not, started at once (independent
+    processes: beside a test run in one process they use the other core)."""
+    started = ({(how, True): start(how) for how in WAYS}
+               | {(how, False): start(how, distributed=False) for how in NOT_DISTRIBUTED}
+               | {(how, "bare"): subprocess.Popen([sys.executable, ENDS, how], stdout=subprocess.DEVNULL,
+                                                  stderr=subprocess.DEVNULL) for how in WAYS})
+    return {key: finished(proc) for key, proc in started.items()}
 
 
 @pytest.mark.parametrize("how", WAYS)
-def test_the_exit_status_is_bare_pythons_every_way_a_program_ends(how):
-    result = run(how)
-    assert shell_status(result.returncode) == bare(how), result.stderr
+def test_the_exit_status_is_bare_pythons_every_way_a_program_ends(how, ended):
+    result = ended[how, True]
+    assert result.returncode == ended[how, "bare"].returncode, result.stderr
     guarded = how not in ("os_exit5", "kill")  # they end before any exit handler
     assert (BARRIER in result.stdout) == guarded, result.stdout
     if guarded:  # the barrier, the drain, then JAX's own shutdown, once each
@@ -76,10 +99,10 @@ def test_the_exit_status_is_bare_pythons_every_way_a_program_ends(how):
     assert ("custom hook: ValueError" in result.stderr) == (how == "hooked")
 
 
-@pytest.mark.parametrize("how", ["return", "exit3", "error"])
-def test_a_process_that_is_not_distributed_is_left_alone(how):
-    result = run(how, distributed=False)
-    assert shell_status(result.returncode) == bare(how)
+@pytest.mark.parametrize("how", NOT_DISTRIBUTED)
+def test_a_process_that_is_not_distributed_is_left_alone(how, ended):
+    result = ended[how, False]
+    assert result.returncode == ended[how, "bare"].returncode
     assert BARRIER not in result.stdout and DRAINED not in result.stdout
 
 

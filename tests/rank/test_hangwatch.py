@@ -64,40 +64,59 @@ def test_a_bad_knob_is_refused_on_the_rank_and_before_submitting(env, words, tmp
     assert not (tmp_path / "job.sh").exists()
 
 
-def run_alone(program: str, env: dict, tmp_path) -> subprocess.CompletedProcess:
+def start_alone(program: str, env: dict, tmp_path) -> subprocess.Popen:
     """The program as rank 2 of a job of 3 whose ranks 0 and 1 have already left their stacks (so
     the first rank to see the hang does not wait its grace period for them)."""
+    tmp_path.mkdir(exist_ok=True)
     for rank in (0, 1):
         (tmp_path / f"77-rank{rank}.hang.json").write_text("{}\n")
-    return subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=60,
-                          env={**os.environ, **env, "SLURM_JOB_ID": "77", "SLURM_PROCID": "2", "SLURM_NTASKS": "3",
-                               "HPCJAX_LOG_DIR": str(tmp_path)})
+    return subprocess.Popen([sys.executable, "-c", program], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, **env, "SLURM_JOB_ID": "77", "SLURM_PROCID": "2", "SLURM_NTASKS": "3",
+                                 "HPCJAX_LOG_DIR": str(tmp_path)})
 
 
-def test_a_process_whose_progress_stops_ends_itself_and_leaves_its_stack(tmp_path):
-    program = ("import time\nfrom hpcjax.rank import progress\nfor s in range(10):\n    progress(s)\n"
-               "    time.sleep(0.05)\ndef stuck_in_a_collective():\n    time.sleep(60)\nstuck_in_a_collective()\n")
+def ended(proc: subprocess.Popen) -> subprocess.CompletedProcess:
+    out, err = proc.communicate(timeout=60)
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+STEPS = "import time\nfrom hpcjax.rank import hold, progress\nfrom hpcjax.rank.watch import hangwatch\n" \
+        "for s in range(10):\n    progress(s)\n    time.sleep(0.05)\n"
+# Three processes that each outlast the floor (1 s) and its poll: a stall, a pause inside hold(), the
+# time after close(). They are started at once, by the first test of the module that needs them.
+STALLS = {"stall": "def stuck_in_a_collective():\n    time.sleep(60)\nstuck_in_a_collective()\n",
+          "hold": "with hold():\n    time.sleep(1.6)\nprogress(10)\ntime.sleep(0.05)\nprogress(11)\nprint('done')\n",
+          "close": "hangwatch.close()\ntime.sleep(1.6)\nprint('done')\n"}
+
+
+@pytest.fixture(scope="module")
+def stalls(tmp_path_factory):
+    root = tmp_path_factory.mktemp("stalls")
     started = time.monotonic()
-    done = run_alone(program, {"HPCJAX_HANG_FLOOR": "1", "HPCJAX_HANG_CEILING": "30"}, tmp_path)
+    procs = {name: start_alone(STEPS + body, {"HPCJAX_HANG_FLOOR": "1", "HPCJAX_HANG_CEILING": "30"}, root / name)
+             for name, body in STALLS.items()}
+    yield {name: (ended(proc), root / name, time.monotonic() - started) for name, proc in procs.items()}
+
+
+def test_a_process_whose_progress_stops_ends_itself_and_leaves_its_stack(stalls):
+    done, logs, seconds = stalls["stall"]
     assert done.returncode == 124, done.stderr
-    assert time.monotonic() - started < 30  # ended by the adaptive timeout (1 s), not the ceiling
+    assert seconds < 30  # ended by the adaptive timeout (1 s), not the ceiling
     assert "process 2 on" in done.stderr and "no progress for 1 s at step 9" in done.stderr
     assert "in stuck_in_a_collective" in done.stderr and "hang-watch" not in done.stderr
-    marker = json.loads((tmp_path / "77-hang").read_text())
+    marker = json.loads((logs / "77-hang").read_text())
     assert marker["rank"] == 2 and marker["ranks"] == 3
-    state = json.loads((tmp_path / "77-rank2.hang.json").read_text())
+    state = json.loads((logs / "77-rank2.hang.json").read_text())
     assert state["step"] == 9 and state["saw_hang"] and state["progress_calls"] == 10
     assert state["threads"][0]["thread_name"] == "MainThread"
     assert state["threads"][0]["frames"][0]["name"] == "stuck_in_a_collective"
 
 
-def test_a_pause_inside_hold_and_the_time_after_close_are_not_watched(tmp_path):
-    program = ("import time\nfrom hpcjax.rank import hold, progress\nfrom hpcjax.rank.watch import hangwatch\nfor s in range(8):\n"
-               "    progress(s)\n    time.sleep(0.05)\nwith hold():\n    time.sleep(1.6)\nprogress(8)\n"
-               "time.sleep(0.05)\nprogress(9)\nhangwatch.close()\ntime.sleep(1.6)\nprint('done')\n")
-    done = run_alone(program, {"HPCJAX_HANG_FLOOR": "1", "HPCJAX_HANG_CEILING": "30"}, tmp_path)
+@pytest.mark.parametrize("name", ["hold", "close"])
+def test_a_pause_inside_hold_and_the_time_after_close_are_not_watched(stalls, name):
+    done, logs, _ = stalls[name]
     assert done.returncode == 0 and done.stdout == "done\n", done.stderr
-    assert not (tmp_path / "77-hang").exists()
+    assert not (logs / "77-hang").exists()
 
 
 def local_job(tmp_path, mode: str):
