@@ -153,21 +153,36 @@ def tree_files(root: Path, leave_out: tuple[str, ...] = ()) -> list[str]:
     every file without git), less what .hpcjaxignore names, the directories `leave_out` (relative
     to root), and what `hpcjax fetch` brought back (a directory holding FETCHED): a fetched run
     never travels back with the code."""
+    ignore = root / IGNORE_FILE
+    patterns = [line.strip() for line in ignore.read_text().splitlines()
+                if line.strip() and not line.startswith("#")] if ignore.is_file() else []
     done = subprocess.run(["git", "-C", str(root), "ls-files", "-co", "--exclude-standard", "-z"],
                           capture_output=True)
     if done.returncode == 0:
         names = [n for n in done.stdout.decode(errors="surrogateescape").split("\0") if n]
     else:
-        names = [str(p.relative_to(root)) for p in root.rglob("*") if p.is_file() and ".git" not in p.parts]
-    ignore = root / IGNORE_FILE
-    patterns = [line.strip() for line in ignore.read_text().splitlines()
-                if line.strip() and not line.startswith("#")] if ignore.is_file() else []
+        names = _walk_tree(root, tuple(d.rstrip("/") for d in (*leave_out, *patterns)))  # as the prefix rule below
     # git leaves a fetched directory out by its own .gitignore; without git, by its mark
     fetched = tuple(str(Path(n).parent) for n in names if Path(n).name == FETCHED)
     skipped = tuple(d.rstrip("/") + "/" for d in (*leave_out, *fetched) if d not in (".", ""))
     return sorted(n for n in names if (root / n).is_file() and not n.startswith(skipped) and not any(
         fnmatch.fnmatch(n, p) or fnmatch.fnmatch(Path(n).name, p) or n.startswith(p.rstrip("/") + "/")
         for p in patterns))
+
+
+def _walk_tree(root: Path, left_out: tuple[str, ...]) -> list[str]:
+    """Every file under root without git, relative to it, never descending into .git, a directory
+    `hpcjax fetch` brought back, or one left out whole (a run directory, an ignored directory): a
+    tree of data or checkpoints left out is not walked file by file only to be dropped."""
+    names: list[str] = []
+    for here, dirs, files in os.walk(root):
+        prefix = "" if here == str(root) else os.path.relpath(here, root) + "/"
+        if prefix and FETCHED in files:
+            dirs[:] = []
+            continue
+        dirs[:] = [d for d in dirs if d != ".git" and (prefix + d) not in left_out]
+        names += [prefix + f for f in files]
+    return names
 
 
 def check_size(root: Path, names: list[str], limit_mb: int) -> int:

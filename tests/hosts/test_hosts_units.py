@@ -4,6 +4,7 @@ in test_remote_cluster.py)."""
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 
 import pytest
@@ -97,6 +98,26 @@ def test_the_tree_is_what_git_would_commit_less_hpcjaxignore_and_a_big_one_is_re
         ship.check_size(tmp_path, names, limit_mb=2)
     assert ".hpcjaxignore" in err.value.hint
     assert ship.check_size(tmp_path, names, limit_mb=5) > 3_000_000
+
+
+def test_without_git_the_tree_is_every_file_less_what_is_left_out_and_left_out_directories_are_not_walked(
+        tmp_path, monkeypatch):
+    (tmp_path / ".hpcjaxignore").write_text("data/\n*.json\nraw\n")
+    for name in ("train.py", "data/big.npy", "data/deep/x.txt", "sub/data/kept.txt", "notes/raw/kept.txt",
+                 "runs/a/ck/1.bin", "runs/b/metrics.json", "runs/b/kept.txt", ".git/HEAD", "back/log.txt"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("x")
+    ship.mark_fetched(tmp_path / "back")
+    walked = []
+    real_walk = os.walk
+    monkeypatch.setattr(ship.os, "walk", lambda top: ((walked.append(here) or (here, dirs, files))
+                                                      for here, dirs, files in real_walk(top)))
+    monkeypatch.setenv("GIT_DIR", str(tmp_path / "no-such-git"))  # git, if installed, finds no repository
+    assert ship.tree_files(tmp_path, ("runs/a",)) == [".hpcjaxignore", "notes/raw/kept.txt", "runs/b/kept.txt",
+                                                       "sub/data/kept.txt", "train.py"]
+    seen = {os.path.relpath(here, tmp_path) for here in walked}
+    assert seen.isdisjoint({"data", "data/deep", "runs/a", "runs/a/ck", ".git"}) and "sub/data" in seen
+    assert "back" in seen  # its mark is found there; nothing of it is shipped
 
 
 def test_uploads_are_named_as_given_stored_by_name_and_content_and_refuse_what_would_mislead(tmp_path):
