@@ -153,24 +153,51 @@ def tree_files(root: Path, leave_out: tuple[str, ...] = ()) -> list[str]:
     every file without git), less what .hpcjaxignore names, the directories `leave_out` (relative
     to root), and what `hpcjax fetch` brought back (a directory holding FETCHED): a fetched run
     never travels back with the code."""
-    ignore = root / IGNORE_FILE
-    patterns = [line.strip() for line in ignore.read_text().splitlines()
-                if line.strip() and not line.startswith("#")] if ignore.is_file() else []
+    patterns = ignore_patterns(root / IGNORE_FILE)
     done = subprocess.run(["git", "-C", str(root), "ls-files", "-co", "--exclude-standard", "-z"],
                           capture_output=True)
     if done.returncode == 0:
         names = [n for n in done.stdout.decode(errors="surrogateescape").split("\0") if n]
     else:
-        names = _walk_tree(root, tuple(d.rstrip("/") for d in (*leave_out, *patterns)))  # as the prefix rule below
+        names = _walk_tree(root, tuple(d.rstrip("/") for d in leave_out), patterns)
     # git leaves a fetched directory out by its own .gitignore; without git, by its mark
     fetched = tuple(str(Path(n).parent) for n in names if Path(n).name == FETCHED)
     skipped = tuple(d.rstrip("/") + "/" for d in (*leave_out, *fetched) if d not in (".", ""))
-    return sorted(n for n in names if (root / n).is_file() and not n.startswith(skipped) and not any(
-        fnmatch.fnmatch(n, p) or fnmatch.fnmatch(Path(n).name, p) or n.startswith(p.rstrip("/") + "/")
-        for p in patterns))
+    return sorted(n for n in names if (root / n).is_file() and not n.startswith(skipped)
+                  and not _ignored(n, patterns))
 
 
-def _walk_tree(root: Path, left_out: tuple[str, ...]) -> list[str]:
+def ignore_patterns(ignore: Path) -> list[str]:
+    """The patterns of an .hpcjaxignore (none without one); a `!` line, which .gitignore reads as
+    "ship it after all", is refused rather than read as a name no file has."""
+    if not ignore.is_file():
+        return []
+    lines = [line.strip() for line in ignore.read_text(errors="replace").splitlines()]
+    patterns = [line for line in lines if line and not line.startswith("#")]
+    for number, line in enumerate(lines, 1):
+        if line.startswith("!"):
+            raise UsageError(f"{ignore}:{number}: {line!r}: {IGNORE_FILE} lists only what is left out; a '!' "
+                             "pattern (ship it after all) is not read",
+                             "remove the line, and narrow the pattern it was to except from")
+    return patterns
+
+
+def _ignored(name: str, patterns: list[str]) -> bool:
+    """Whether .hpcjaxignore's glob patterns leave out the file `name` (relative to the tree), as
+    .gitignore's plain patterns would: one without a slash names a file or directory at any depth,
+    one with a slash the path from the tree's root; a directory left out leaves out what it holds."""
+    parts = name.split("/")
+    for pattern in patterns:
+        body = pattern.strip("/")
+        if "/" in pattern.rstrip("/"):  # from the root (/data, sub/data): the file, or a directory above it
+            if fnmatch.fnmatch(name, body) or name.startswith(body + "/"):
+                return True
+        elif any(fnmatch.fnmatch(part, body) for part in (parts[:-1] if pattern.endswith("/") else parts)):
+            return True
+    return False
+
+
+def _walk_tree(root: Path, left_out: tuple[str, ...], patterns: list[str]) -> list[str]:
     """Every file under root without git, relative to it, never descending into .git, a directory
     `hpcjax fetch` brought back, or one left out whole (a run directory, an ignored directory): a
     tree of data or checkpoints left out is not walked file by file only to be dropped."""
@@ -180,7 +207,8 @@ def _walk_tree(root: Path, left_out: tuple[str, ...]) -> list[str]:
         if prefix and FETCHED in files:
             dirs[:] = []
             continue
-        dirs[:] = [d for d in dirs if d != ".git" and (prefix + d) not in left_out]
+        dirs[:] = [d for d in dirs if d != ".git" and (prefix + d) not in left_out
+                   and not _ignored(prefix + d + "/", patterns)]  # as if a file in it
         names += [prefix + f for f in files]
     return names
 

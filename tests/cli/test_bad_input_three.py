@@ -139,3 +139,14 @@ def test_hpcjax_compiled_refuses_what_it_cannot_key_before_it_writes(tmp_path, m
     with pytest.raises(UsageError, match=words.replace("(", r"\(")):
         executables.compiled(function or Jitted(), 1, name=name)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_an_hpcjaxignore_that_excepts_is_refused_before_anything_is_sent(empty, monkeypatch):
+    """.gitignore's `!pattern` (ship it after all) is not read by hpcjax: refused with the line, before any
+    connection (the host here does not resolve, and is never asked)."""
+    monkeypatch.delenv("HPCJAX_BACKEND")
+    (empty / ".hpcjaxignore").write_text("data/\n!data/keep.txt\n")
+    (empty / "train.py").write_text("")
+    err = refused(empty, ["submit", "--cluster", "me@login.invalid", "--", "python", "train.py"],
+                  ".hpcjaxignore:2: '!data/keep.txt'", leaves=[".hpcjaxignore", "train.py"])
+    assert "login.invalid" not in err

@@ -102,21 +102,30 @@ def test_the_tree_is_what_git_would_commit_less_hpcjaxignore_and_a_big_one_is_re
 
 def test_without_git_the_tree_is_every_file_less_what_is_left_out_and_left_out_directories_are_not_walked(
         tmp_path, monkeypatch):
-    (tmp_path / ".hpcjaxignore").write_text("data/\n*.json\nraw\n")
-    for name in ("train.py", "data/big.npy", "data/deep/x.txt", "sub/data/kept.txt", "notes/raw/kept.txt",
-                 "runs/a/ck/1.bin", "runs/b/metrics.json", "runs/b/kept.txt", ".git/HEAD", "back/log.txt"):
+    """.hpcjaxignore's patterns as .gitignore's plain ones: a name without a slash at any depth (a
+    trailing one: a directory), one with a slash from the tree's root."""
+    (tmp_path / ".hpcjaxignore").write_text("# data travels with --upload\ndata/\n*.json\nraw\n/top\nsub/x/\n")
+    for name in ("train.py", "data/big.npy", "data/deep/x.txt", "sub/data/y.txt", "notes/raw/z.txt", "notes/raw",
+                 "runs/a/ck/1.bin", "runs/b/metrics.json", "runs/b/kept.txt", ".git/HEAD", "back/log.txt",
+                 "top/a.txt", "sub/top/kept.txt", "sub/x/y.txt", "sub/y/x/kept.txt", "notes/data"):
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / name).write_text("x")
+        if not (tmp_path / name).is_dir():
+            (tmp_path / name).write_text("x")
     ship.mark_fetched(tmp_path / "back")
     walked = []
     real_walk = os.walk
     monkeypatch.setattr(ship.os, "walk", lambda top: ((walked.append(here) or (here, dirs, files))
                                                       for here, dirs, files in real_walk(top)))
     monkeypatch.setenv("GIT_DIR", str(tmp_path / "no-such-git"))  # git, if installed, finds no repository
-    assert ship.tree_files(tmp_path, ("runs/a",)) == [".hpcjaxignore", "notes/raw/kept.txt", "runs/b/kept.txt",
-                                                       "sub/data/kept.txt", "train.py"]
+    assert ship.tree_files(tmp_path, ("runs/a",)) == [".hpcjaxignore", "notes/data", "runs/b/kept.txt",
+                                                       "sub/top/kept.txt", "sub/y/x/kept.txt", "train.py"]
+    (tmp_path / ".hpcjaxignore").write_text("data/\n!data/keep.txt\n")
+    with pytest.raises(UsageError, match=r"\.hpcjaxignore:2: '!data/keep.txt': .* is not read") as refused:
+        ship.tree_files(tmp_path)
+    assert "remove the line" in refused.value.hint
     seen = {os.path.relpath(here, tmp_path) for here in walked}
-    assert seen.isdisjoint({"data", "data/deep", "runs/a", "runs/a/ck", ".git"}) and "sub/data" in seen
+    assert seen.isdisjoint({"data", "data/deep", "sub/data", "notes/raw", "runs/a", "runs/a/ck", ".git", "top",
+                            "sub/x"}) and {"sub", "sub/top", "sub/y/x"} <= seen
     assert "back" in seen  # its mark is found there; nothing of it is shipped
 
 
