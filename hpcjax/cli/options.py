@@ -170,10 +170,11 @@ def merged_options(args: argparse.Namespace) -> dict:
     """The profile's values (if --profile) under the command line's."""
     from hpcjax.job import profiles
 
-    values = profiles.resolve(args.profile, args.profile_file)[0] if args.profile else {}
     if args.profile_file and not args.profile and not getattr(args, "cluster", None):
         raise UsageError("--profile-file without --profile", "name the profile to apply: --profile NAME")
-    return profiles.with_overrides(values, command_line_options(args))
+    given = command_line_options(args)  # the command line's own values first, then the profile's under them
+    values = profiles.resolve(args.profile, args.profile_file)[0] if args.profile else {}
+    return profiles.with_overrides(values, given)
 
 
 def spec_from_args(args: argparse.Namespace, command: list[str], values: dict) -> JobSpec:
