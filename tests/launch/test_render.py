@@ -226,7 +226,7 @@ def run_attempt(tmp_path, restarts: int, failure: str, log_line: str = "") -> st
 def test_the_first_task_that_failed_gives_the_job_its_status_not_sruns_highest(tmp_path, said, srun_exit, status):
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    lines = "".join(f"echo {shlex.quote('srun: error: node1: ' + line)} >&2\n" for line in said)
+    lines = "".join(f"echo {shlex.quote(f'srun: error: node{n}: ' + line)} >&2\n" for n, line in enumerate(said, 1))
     _stub(bin_dir, "srun", f"{lines}exit {srun_exit}\n")
     (tmp_path / "hpcjax-logs").mkdir()
     env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "SLURMD_NODENAME": "node1", "SLURM_JOB_ID": "9",
@@ -236,6 +236,7 @@ def test_the_first_task_that_failed_gives_the_job_its_status_not_sruns_highest(t
                               env=env, stdout=batch, stderr=subprocess.STDOUT)
     [attempt] = [json.loads(x) for x in (tmp_path / "hpcjax-logs" / "9-attempts.jsonl").read_text().splitlines()]
     assert (done.returncode, attempt["exit_code"], attempt["ended"]) == (status, status, "failed")
+    assert attempt["failed_node"] == "node1"  # the first line's node, not a later one's
 
 
 @pytest.mark.parametrize("failure, log_line, why", [
