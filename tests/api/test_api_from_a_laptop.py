@@ -212,3 +212,16 @@ def assert_jupyter_through_the_tunnel(name: str, held: str, where: list[str], re
 def steps_of(job: str, ssh_cluster) -> list[str]:
     said = ssh_cluster.ssh(f"squeue -h -s -j {job} -o %i").stdout.split()
     return [step for step in said if not step.endswith((".batch", ".extern"))]
+
+
+def test_an_hpcjaxignore_that_excepts_is_refused_before_anything_is_sent(project, ssh_cluster, laptop):
+    """The API's entry to the .hpcjaxignore rule (the CLI's: tests/cli/test_bad_input_three.py): a
+    reachable cluster, a `!` line, and nothing of the project reaches the cluster."""
+    repo, module = project
+    (repo / ".hpcjaxignore").write_text("data/\n!data/part 1.txt\n")
+    profiles = ssh_cluster.profiles(laptop / "profiles.toml")
+    squared = hpcjax.remote(cluster="devcluster", profile_file=str(profiles), time="00:05:00")(module.square_or_fail)
+    with pytest.raises(UsageError, match=r"\.hpcjaxignore:2: '!data/part 1.txt'"):
+        squared.submit(2)
+    code = ssh_cluster.ssh(f"ls {ssh_cluster.remote_dir}/code 2>/dev/null | grep -c project || true")
+    assert code.stdout.strip() == "0", code.stdout
