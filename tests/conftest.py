@@ -286,17 +286,18 @@ def start_hpcjax(*args: str, cwd: Path | None = None, env: dict | None = None):
     whose jobs do not depend on each other starts them together (their queue waits overlap)."""
     process = subprocess.Popen([sys.executable, "-m", "hpcjax", *args], stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True, cwd=cwd, env={**os.environ, **(env or {})})
-
-    def result(timeout: float = 300) -> subprocess.CompletedProcess:
-        try:
-            out, err = process.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            raise
-        return subprocess.CompletedProcess(process.args, process.returncode, out, err)
-
-    process.result = result
+    process.result = lambda timeout=300: completed(process, timeout)
     return process
+
+
+def completed(process: subprocess.Popen, timeout: float = 300) -> subprocess.CompletedProcess:
+    """A started process waited for (killed if it outlasts `timeout`), answered as subprocess.run answers."""
+    try:
+        out, err = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        raise
+    return subprocess.CompletedProcess(process.args, process.returncode, out, err)
 
 
 def assert_rank_3_of_4_failed_alone(outcome, host: str, stopped_by: str) -> None:

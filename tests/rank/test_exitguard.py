@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import DATA_DIR, REPO
+from conftest import DATA_DIR, REPO, completed
 from hpcjax.protocol import timeouts
 from hpcjax.containers import binds
 from hpcjax.values.errors import ConfigError
@@ -66,8 +66,9 @@ def start(end: str = "return", *, distributed: bool = True, pythonpath: str = HO
 
 
 def finished(proc: subprocess.Popen) -> subprocess.CompletedProcess:
-    out, err = proc.communicate(timeout=30)
-    return subprocess.CompletedProcess(proc.args, shell_status(proc.returncode), out, err)
+    done = completed(proc, 30)
+    done.returncode = shell_status(done.returncode)
+    return done
 
 
 def run(end: str = "return", **how) -> subprocess.CompletedProcess:

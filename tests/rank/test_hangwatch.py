@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from conftest import DATA_DIR, run_hpcjax
+from conftest import DATA_DIR, completed, run_hpcjax
 from hpcjax.protocol import timeouts
 from hpcjax.values.errors import ConfigError
 from hpcjax.launch import submit
@@ -75,11 +75,6 @@ def start_alone(program: str, env: dict, tmp_path) -> subprocess.Popen:
                                  "HPCJAX_LOG_DIR": str(tmp_path)})
 
 
-def ended(proc: subprocess.Popen) -> subprocess.CompletedProcess:
-    out, err = proc.communicate(timeout=60)
-    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
-
-
 STEPS = "import time\nfrom hpcjax.rank import hold, progress\nfrom hpcjax.rank.watch import hangwatch\n" \
         "for s in range(10):\n    progress(s)\n    time.sleep(0.05)\n"
 # Three processes that each outlast the floor (1 s) and its poll: a stall, a pause inside hold(), the
@@ -95,7 +90,7 @@ def stalls(tmp_path_factory):
     started = time.monotonic()
     procs = {name: start_alone(STEPS + body, {"HPCJAX_HANG_FLOOR": "1", "HPCJAX_HANG_CEILING": "30"}, root / name)
              for name, body in STALLS.items()}
-    yield {name: (ended(proc), root / name, time.monotonic() - started) for name, proc in procs.items()}
+    yield {name: (completed(proc, 60), root / name, time.monotonic() - started) for name, proc in procs.items()}
 
 
 def test_a_process_whose_progress_stops_ends_itself_and_leaves_its_stack(stalls):
