@@ -1,6 +1,7 @@
 """Helpers tests in several folders share: the tiny model of the cluster training tests, the
-metrics a run wrote, whether a picture is more than a blank page, the CLI run in this process, and
-which words of an `hpcjax ...` command its parser does not know."""
+metrics a run wrote, whether a picture is more than a blank page, the CLI run in this process, a
+Ctrl-C at the moment a job is recorded, and which words of an `hpcjax ...` command its parser does
+not know."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import json
 import os
 import re
 import shlex
+import signal
 import time
 from pathlib import Path
 
@@ -57,6 +59,22 @@ def cli(cwd: Path, *argv: str) -> tuple[int, str, str]:
     finally:
         os.chdir(here)
     return code, out.getvalue(), err.getvalue()
+
+
+def ctrl_c_once_recorded(monkeypatch) -> None:
+    """A real SIGINT to this process as the next job's record is written: the moment a Ctrl-C lands
+    while the submission holds it, just before the id is announced (a race a loaded machine hit)."""
+    from hpcjax.catalog import keep
+
+    recorded, sent = keep.record, []
+
+    def record_then_ctrl_c(key, fields):
+        recorded(key, fields)
+        if not sent:
+            sent.append(key)
+            signal.raise_signal(signal.SIGINT)  # held: it lands when the submission lets it
+
+    monkeypatch.setattr(keep, "record", record_then_ctrl_c)
 
 
 @functools.lru_cache(maxsize=1)

@@ -16,10 +16,10 @@ from __future__ import annotations
 import functools
 
 from hpcjax.api import calls, submit
+from hpcjax.api.submit import cancel_on_interrupt
 from hpcjax.api.configs import ScalingConfig, storage_dir
 from hpcjax.values.errors import UsageError
 from hpcjax.job.after import dependencies
-from hpcjax.follow.progress import say
 
 
 def remote(function=None, /, *, backend: str | None = None, storage_path: str | None = None, **options):
@@ -86,27 +86,3 @@ class RemoteFunction:
                              storage=storage,
                              job_name=getattr(self.function, "__name__", "remote"), array=array,
                              max_parallel=max_parallel, after=dependencies(after))
-
-
-class cancel_on_interrupt:
-    """Ctrl-C while a caller waits: cancel the jobs, say so, and let the interrupt go on, as a
-    KeyboardInterrupt that names them and carries none of hpcjax's frames of the wait (the
-    caller's script still ends on it, or its notebook cell)."""
-
-    def __init__(self, handles: list) -> None:
-        self.handles = handles
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, kind, value, trace) -> bool:
-        if kind is KeyboardInterrupt:
-            for handle in self.handles:
-                try:
-                    handle.cancel()
-                    say(f"interrupted: cancelled job {handle.job_id}")
-                except Exception as error:  # one that had already ended: nothing to cancel
-                    say(f"interrupted: job {getattr(handle, 'job_id', '?')} not cancelled ({error})")
-            ids = ", ".join(str(getattr(handle, "job_id", "?")) for handle in self.handles)
-            raise KeyboardInterrupt(f"interrupted while waiting for job {ids}, which was cancelled") from None
-        return False

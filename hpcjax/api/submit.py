@@ -24,6 +24,7 @@ from hpcjax.api import calls, folder
 from hpcjax.api.configs import Data, ScalingConfig
 from hpcjax.containers.binds import in_place
 from hpcjax.hosts import ship
+from hpcjax.follow.progress import say
 
 
 def target_cluster(scaling: ScalingConfig, backend: str | None):
@@ -100,7 +101,11 @@ def launch(function, arguments: list[tuple[tuple, dict]], scaling: ScalingConfig
                      limit_mb=scaling.ship_limit_mb, data=tuple((d.path, d.on_cluster) for d in found),
                      storage=(("storage", str(storage)),) if cluster is None else (), call=stage,
                      dirs_there=(str(PurePosixPath(storage) / "calls"),) if cluster else ())
-    runs = steps.submit(sub)
+    try:
+        runs = steps.submit(sub)
+    except KeyboardInterrupt as interrupt:
+        with cancel_on_interrupt(steps.runs_of(interrupt)):  # the job exists, and the caller has no handle
+            raise
     return [calls.Call(stage.call_dir, i, run) for i, run in enumerate(runs)]
 
 
@@ -130,3 +135,28 @@ def tree_sys_path(root: Path) -> list[str]:
         if path == root or root in path.parents:
             kept.append(os.path.relpath(path, cwd))
     return list(dict.fromkeys(kept))
+
+
+class cancel_on_interrupt:
+    """Ctrl-C while a caller waits, or while its job is submitted once the job exists: cancel the
+    jobs, say so, and let the interrupt go on, as a KeyboardInterrupt that names them and carries
+    none of hpcjax's frames (the caller's script still ends on it, or its notebook cell). A call
+    interrupted before it returned a handle leaves the caller nothing to cancel its job with."""
+
+    def __init__(self, handles: list) -> None:
+        self.handles = handles
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, value, trace) -> bool:
+        if kind is not None and issubclass(kind, KeyboardInterrupt) and self.handles:
+            for handle in self.handles:
+                try:
+                    handle.cancel()
+                    say(f"interrupted: cancelled job {handle.job_id}")
+                except Exception as error:  # one that had already ended: nothing to cancel
+                    say(f"interrupted: job {getattr(handle, 'job_id', '?')} not cancelled ({error})")
+            ids = ", ".join(str(getattr(handle, "job_id", "?")) for handle in self.handles)
+            raise KeyboardInterrupt(f"interrupted: job {ids} was cancelled") from None
+        return False

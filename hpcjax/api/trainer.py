@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from hpcjax.api import session, submit
 from hpcjax.api.configs import Result, RunConfig, ScalingConfig
-from hpcjax.api.remote import cancel_on_interrupt
+from hpcjax.api.submit import cancel_on_interrupt
 from hpcjax.api.worker import run_train_loop, takes_argument
 from hpcjax.values.errors import UsageError
 from hpcjax.follow.progress import say

@@ -46,10 +46,22 @@ def cmd_hold(args: argparse.Namespace, command: list[str]) -> int:
                              f"(hpcjax release {args.name}), or give another --name")
         sub = submission_of(args, spec, values, cluster, ship_code=False, hold=True, hold_name=args.name,
                             announce=lambda job_id: print(job_id, flush=True))
-        [run] = steps.submit(sub)
+        try:
+            [run] = steps.submit(sub)
+        except KeyboardInterrupt as interrupt:
+            if not steps.runs_of(interrupt):
+                raise
+            return stays_queued(args.name, steps.runs_of(interrupt)[0])
     if args.no_wait:
         return 0
     return wait_ready(run, args.name, sub)
+
+
+def stays_queued(name: str, run) -> int:
+    """Ctrl-C once the hold exists: it stays queued (it is what the user asked for), and is named."""
+    print(f"\ninterrupted: hold {name} (job {run.job_id}) stays queued; `hpcjax holds` shows it, "
+          f"`hpcjax release {name}` ends it", file=sys.stderr)
+    return 130
 
 
 def check_name(name: str, flag: str) -> None:
@@ -83,9 +95,7 @@ def wait_ready(run, name: str, sub) -> int:
                 last = shown
             time.sleep(READY_EVERY_S)
     except KeyboardInterrupt:
-        print(f"\ninterrupted: hold {name} (job {run.job_id}) stays queued; `hpcjax holds` shows it, "
-              f"`hpcjax release {name}` ends it", file=sys.stderr)
-        return 130
+        return stays_queued(name, run)
 
 
 def listing(cluster) -> list[dict]:

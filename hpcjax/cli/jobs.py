@@ -72,29 +72,45 @@ def as_there(spec, cluster):
     return staging.as_there(sub, probe.home).spec
 
 
-def follow(run) -> int:
-    """Wait for a run, print its failure report, return its exit code. Ctrl-C never
-    leaves the user guessing (interrupted)."""
+def submit_and_follow(sub, wait: bool) -> int:
+    """Submit; follow the job to its end when asked, or when this process runs its ranks (the local
+    backend): its exit code, and its failure report. Ctrl-C anywhere from here on, once the job
+    exists too (launch.steps), never leaves the user guessing what became of it."""
+    from hpcjax.launch import steps
+
+    runs: list = []
     try:
-        outcome = run.wait()
-    except KeyboardInterrupt:
-        return interrupted(run.job_id, [run])
+        runs = steps.submit(sub)
+        if not wait and not sub.backend.submitter_follows:
+            return 0
+        return max((ended_as(run) for run in runs), default=0)
+    except KeyboardInterrupt as interrupt:
+        return interrupted(steps.runs_of(interrupt) or runs)
+
+
+def ended_as(run) -> int:
+    outcome = run.wait()
     if not outcome.ok:
         print(outcome.report(), file=sys.stderr)
     return outcome.exit_code
 
 
-def interrupted(job: str | None, runs: list) -> int:
+def interrupted(runs: list) -> int:
     """Ctrl-C while a job is submitted or followed: a job its scheduler holds keeps running (say how
     to follow or cancel it); the ranks a backend's submitter follows are this process's children,
-    so they stop. Before the job had an id: nothing runs."""
+    so they stop (every element of an array that has not ended). Before the job had an id: nothing runs."""
     from hpcjax import backends
+    from hpcjax.protocol.contract import FINISHED_STATES
+    from hpcjax.values import jobid
 
-    if job is None:
+    if not runs:
         print("\ninterrupted before the job was submitted: nothing runs", file=sys.stderr)
-    elif runs and backends.get(runs[0].backend).submitter_follows:
+        return 130
+    job = jobid.base(runs[0].job_id)
+    if backends.get(runs[0].backend).submitter_follows:
         for run in runs:
-            run.cancel()
+            if run.state() not in FINISHED_STATES:
+                run.cancel()
         print(f"\ninterrupted: stopped every process of local job {job}", file=sys.stderr)
     else:
         print(f"\ninterrupted: job {job} keeps running on the cluster; follow it with `hpcjax status {job}` and "
@@ -141,33 +157,14 @@ def cmd_submit(args: argparse.Namespace, command: list[str]) -> int:
 
     values = merged_options(args)  # the profile file is read once
     spec = shaped(spec_from_args(args, command, values), args)
-    announced: list[str] = []
-
-    def announce(job_id: str) -> None:  # on stdout as soon as it is known and recorded
-        print(job_id, flush=True)
-        announced.append(job_id)
-
-    sub = submission_of(args, spec, values, cluster_from_args(args, values), announce=announce)
+    sub = submission_of(args, spec, values, cluster_from_args(args, values),
+                        announce=lambda job_id: print(job_id, flush=True))  # on stdout once it is recorded
     if args.dry_run:
         shown, said = steps.dry_run(sub)
         print(said, file=sys.stderr)
         sys.stdout.write(shown)
         return 0
-    try:  # Ctrl-C anywhere from here on (not only inside the wait) says what became of the job
-        elements = steps.submit(sub)
-        if not args.wait and not sub.backend.submitter_follows:
-            return 0
-        return max((follow(run) for run in elements), default=0)
-    except KeyboardInterrupt:
-        return interrupted_while_submitting(announced)
-
-
-def interrupted_while_submitting(announced: list[str]) -> int:
-    """Ctrl-C while submitting: what became of the job (its Runs, if this process runs its ranks)."""
-    from hpcjax.localjobs.processes import started_here_of
-
-    job = announced[0] if announced else None
-    return interrupted(job, started_here_of(job) if job else [])
+    return submit_and_follow(sub, args.wait)
 
 
 def cmd_status(args: argparse.Namespace, command: list[str]) -> int:

@@ -235,8 +235,7 @@ def _cluster(run: dict):
 
 def cmd_relaunch(args: argparse.Namespace, command: list[str] | None) -> int:
     from hpcjax import launch
-    from hpcjax.launch import steps
-    from hpcjax.cli.jobs import follow
+    from hpcjax.cli.jobs import submit_and_follow
     from hpcjax.job import profiles
 
     run = find(args.job)
@@ -255,8 +254,7 @@ def cmd_relaunch(args: argparse.Namespace, command: list[str] | None) -> int:
     print(f"relaunching run {run['key']}" + (f" with {', '.join(sorted(given))} changed" if given else ""),
           file=sys.stderr)
     sub = launch.submission(spec, backend, _cluster(run), announce=lambda job: print(job, flush=True))
-    [new] = steps.submit(sub)
-    return follow(new) if args.wait or sub.backend.submitter_follows else 0
+    return submit_and_follow(sub, args.wait)
 
 
 def add_runs_verbs(sub) -> None:

@@ -56,13 +56,16 @@ def cmd_smoke(args: argparse.Namespace, command: list[str]) -> int:
     # The checks need nothing of the working tree: only hpcjax is shipped.
     sub = submission_of(args, spec, values, cluster, ship_code=False)
     backend = sub.backend.name
-    [run] = steps.submit(sub)
+    try:
+        [run] = steps.submit(sub)
+    except KeyboardInterrupt as interrupt:
+        if not steps.runs_of(interrupt):
+            raise
+        return cancelled(steps.runs_of(interrupt)[0])
     try:
         run.wait()
     except KeyboardInterrupt:
-        run.cancel()  # a smoke test is worth nothing half-run
-        print(f"\ninterrupted: cancelled smoke job {run.job_id}", file=sys.stderr)
-        return 130
+        return cancelled(run)
     reports = smoke.read_reports(run)
     rows = smoke.verdicts(reports, spec.layout.num_processes, args.bandwidth)
     ok = all(r["ok"] for r in rows)
@@ -94,3 +97,10 @@ def add_smoke_verb(sub) -> None:
     add_cluster_options(smoke)
     smoke.add_argument("--json", action="store_true", help="the verdict as JSON on stdout")
     takes_command(smoke, cmd_smoke)
+
+
+def cancelled(run) -> int:
+    """Ctrl-C once the smoke job exists: it is cancelled, as a smoke test is worth nothing half-run."""
+    run.cancel()
+    print(f"\ninterrupted: cancelled smoke job {run.job_id}", file=sys.stderr)
+    return 130

@@ -3,7 +3,9 @@ this machine's paths are (node_local_reason: on one node's own disk or memory)."
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import subprocess
 from pathlib import Path
 
@@ -46,6 +48,21 @@ class LocalHost:
 
     def __repr__(self) -> str:
         return "LocalHost()"
+
+
+@contextlib.contextmanager
+def ctrl_c_mask(how: int):
+    """SIGINT blocked (signal.SIG_BLOCK) or unblocked (signal.SIG_UNBLOCK) in this thread meanwhile,
+    and so in every process it starts then (a child keeps the signal mask it starts with); as it
+    was afterwards, when a blocked one that came meanwhile lands."""
+    if not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    old = signal.pthread_sigmask(how, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
 def node_local_reason(path: str | Path) -> str:

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from hpcjax.values import jobid
 from hpcjax.backends import Backend
-from hpcjax.hosts import ship
+from hpcjax.hosts import here, ship
 from hpcjax.hosts.cluster import Cluster
 from hpcjax.job.spec import JobSpec
 from hpcjax.launch import refusals, staging, uploads
@@ -81,29 +81,41 @@ class Submission:
 
 @contextlib.contextmanager
 def interrupts_held():
-    """Ctrl-C while a job is handed to SLURM takes effect once its id is known and recorded, so a
-    job sbatch accepted is never unknown to the user. SIGINT is blocked meanwhile (sbatch, or ssh
-    carrying it, inherits the mask and finishes too) and delivered at the end."""
-    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "pthread_sigmask"):
+    """Ctrl-C while a job is handed to SLURM takes effect once its id is known, recorded and
+    announced, so a job sbatch accepted is never unknown to the user. SIGINT is blocked meanwhile
+    (sbatch, or ssh carrying it, inherits the mask and finishes too) and delivered at the end."""
+    if threading.current_thread() is not threading.main_thread():  # Python delivers Ctrl-C to the main thread
         yield
         return
-    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-    try:
+    with here.ctrl_c_mask(signal.SIG_BLOCK):
         yield
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
 def submit(sub: Submission) -> list:
-    """Check, stage, submit, record; the Runs (one per array element), after a first look."""
+    """Check, stage, submit, record; the Runs (one per array element), after a first look. A Ctrl-C
+    once the job exists goes on as a KeyboardInterrupt that carries them (runs_of): its type stays
+    KeyboardInterrupt's own, so a script that ends on it still ends by SIGINT, as CPython does."""
     probe = refusals.check(sub)
     sub = staging.stage(sub, probe)
-    with interrupts_held():  # sbatch and the record are one: Ctrl-C waits until the job has both
-        runs = sub.backend.submit(sub)
-    if sub.announce is not None:
-        sub.announce(jobid.base(runs[0].job_id) if sub.spec.array else runs[0].job_id)
-    runs[0].ensure_can_start()
+    runs: list = []
+    try:
+        with interrupts_held():  # sbatch, the record and the announced id are one: Ctrl-C waits for all three
+            runs = sub.backend.submit(sub)
+            if sub.announce is not None:
+                sub.announce(jobid.base(runs[0].job_id) if sub.spec.array else runs[0].job_id)
+        runs[0].ensure_can_start()
+    except KeyboardInterrupt:
+        if not runs:
+            raise
+        interrupt = KeyboardInterrupt(f"interrupted once job {jobid.base(runs[0].job_id)} was submitted")
+        interrupt.runs = runs
+        raise interrupt from None
     return runs
+
+
+def runs_of(interrupt: BaseException) -> list:
+    """The Runs of the job a Ctrl-C landed on once it existed (submit's); [] if it came before."""
+    return list(getattr(interrupt, "runs", None) or [])
 
 
 def dry_run(sub: Submission) -> tuple[str, str]:

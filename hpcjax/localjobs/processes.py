@@ -16,6 +16,7 @@ import atexit
 import os
 import signal
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -28,6 +29,7 @@ from hpcjax.follow.outcome import Outcome, TaskEvent, analyze
 from hpcjax.protocol.statuses import exit_words
 from hpcjax.follow.progress import say
 from hpcjax.follow.run import Run
+from hpcjax.hosts import here
 from hpcjax.job.spec import JobSpec
 from hpcjax.localjobs import TICK_S, chains
 from hpcjax.localjobs.environment import free_port, local_job_of, rank_environment
@@ -106,13 +108,21 @@ class LocalRun(Run):
                 f"logs in {self.log_dir}/")
             self.started = time.monotonic()
             try:
-                for rank in range(self.num_ranks):
-                    with open(contract.rank_log_path(self.log_dir, self.job_id, rank), "w") as log:
-                        self.procs[rank] = subprocess.Popen(
-                            list(self.command), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                            env=rank_environment(self.spec, self.job_id, rank, port))
-            except BaseException:
-                self.stop_all()
+                # SIGINT as a program has it: a submission holds it (launch.steps.interrupts_held), and a
+                # rank started meanwhile would never see a Ctrl-C or run its own handler of it. One that
+                # lands here interrupts the start, which stops what started.
+                with here.ctrl_c_mask(signal.SIG_UNBLOCK):
+                    for rank in range(self.num_ranks):
+                        with open(contract.rank_log_path(self.log_dir, self.job_id, rank), "w") as log:
+                            self.procs[rank] = subprocess.Popen(
+                                list(self.command), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                env=rank_environment(self.spec, self.job_id, rank, port))
+            except BaseException as error:  # Ctrl-C, or a process that could not start: none is left running
+                interrupted = isinstance(error, KeyboardInterrupt)
+                self.save_record("PENDING")  # its claimed record gets a whole one, then its end
+                self.end_unstarted("CANCELLED" if interrupted else "FAILED",
+                                   "interrupted while its processes were started" if interrupted
+                                   else f"its processes could not be started: {error}")
                 raise
             self.started_at = time.time()
             self.save_record("RUNNING")
@@ -184,12 +194,18 @@ class LocalRun(Run):
         if self.record is not None and self.record.get("state") not in ("RUNNING", "PENDING"):
             raise HpcjaxError(f"local job {self.job_id} has already ended ({self.record.get('state')}); "
                               "nothing to cancel", f"see `hpcjax status {self.job_id}`")
-        records.update(self.job_id, cancelled=True)  # another process follows it: that one reports it
         if self.record is None:
             with self.lock:
+                if self.started is not None and not self.final:
+                    self.final = self._watch()  # one that ended by itself keeps its own end
+                if self.final:
+                    raise HpcjaxError(f"local job {self.job_id} has already ended ({self.final}); nothing to cancel",
+                                      f"see `hpcjax status {self.job_id}`")
+                records.update(self.job_id, cancelled=True)
                 self.stop_all()
                 self.final = self._end("CANCELLED")
             return
+        records.update(self.job_id, cancelled=True)  # another process follows it: that one reports it
         for pid in self.record.get("pids", []):  # a record names them: only this job's ranks are signalled
             if isinstance(pid, int) and local_job_of(pid) == jobid.base(self.job_id):
                 os.kill(pid, signal.SIGTERM)
@@ -222,16 +238,19 @@ def started_here(job_id: str) -> "LocalRun | None":
     return next((run for run in _started_here if run.job_id == job_id), None)
 
 
-def started_here_of(job: str) -> list["LocalRun"]:
-    """The Runs this process started of a job (an array: every element)."""
-    return [run for run in _started_here if jobid.base(run.job_id) == job]
-
-
 @atexit.register
 def _wait_for_local_jobs() -> None:
     """A program that started local jobs and did not wait for them waits at exit (as
-    concurrent.futures does), so no rank is orphaned and every record gets its end."""
+    concurrent.futures does), so no rank is orphaned and every record gets its end; one that
+    ends on a Ctrl-C stops them instead, as the CLI does (the interpreter keeps what ended it in
+    sys.last_type before it runs this)."""
+    interrupted = isinstance(getattr(sys, "last_type", None), type) and issubclass(sys.last_type, KeyboardInterrupt)
     for run in _started_here:
-        if run.poll()[0] in ("RUNNING", "PENDING"):
+        if run.poll()[0] not in ("RUNNING", "PENDING"):
+            continue
+        if interrupted:
+            run.cancel()
+            say(f"interrupted: stopped every process of local job {run.job_id}")
+        else:
             say(f"waiting for local job {run.job_id} to end: its ranks are this program's children")
             run.wait(progress=False)

@@ -266,6 +266,30 @@ def data_with_a_space(backend: str, storage: Path) -> None:
     assert call.state() == "COMPLETED" and call.logs(rank=1) is not None
 
 
+def ctrl_c_once_submitted_cancels_the_job(backend: str, storage: Path, monkeypatch, capsys) -> None:
+    """Ctrl-C while a call is submitted, once its job exists (before the call returns a handle, so
+    the caller has nothing to cancel it with): the job is cancelled, and the interrupt names it."""
+    from hpcjax.launch import attach
+    from support import ctrl_c_once_recorded
+
+    ctrl_c_once_recorded(monkeypatch)
+    decorated = hpcjax.remote(nodes=1, gpus_per_node=1, backend=backend, storage_path=str(storage))(time.sleep)
+    try:
+        decorated.submit(120)
+    except KeyboardInterrupt as interrupt:
+        said = str(interrupt)
+    else:
+        raise AssertionError("the Ctrl-C was lost")
+    job = said.split("interrupted: job ")[1].split()[0]
+    assert said == f"interrupted: job {job} was cancelled"
+    assert f"interrupted: cancelled job {job}" in capsys.readouterr().err
+    run = attach(job)
+    deadline = time.monotonic() + 60
+    while run.state() != "CANCELLED" and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert run.state() == "CANCELLED"
+
+
 def ctrl_c_cancels_the_job(backend: str, storage: Path) -> None:
     """Ctrl-C while a decorated function waits: the job is cancelled, and the caller says so."""
     from hpcjax.launch import attach

@@ -42,5 +42,10 @@ def test_ctrl_c_cancels_the_job_and_says_so(shared_storage, hpcjax_home):
     api_cases.ctrl_c_cancels_the_job("slurm", shared_storage)
 
 
+def test_ctrl_c_once_the_job_exists_but_before_a_handle_cancels_it(shared_storage, hpcjax_home, monkeypatch,
+                                                                   capsys):
+    api_cases.ctrl_c_once_submitted_cancels_the_job("slurm", shared_storage, monkeypatch, capsys)
+
+
 def test_seed_003_examples_run_under_remote(shared_storage, hpcjax_home):
     api_cases.remote_example("slurm", shared_storage)

@@ -36,6 +36,10 @@ def test_ctrl_c_cancels_the_job_and_says_so(tmp_path, hpcjax_home):
     api_cases.ctrl_c_cancels_the_job("local", tmp_path)
 
 
+def test_ctrl_c_once_the_job_exists_but_before_a_handle_cancels_it(tmp_path, hpcjax_home, monkeypatch, capsys):
+    api_cases.ctrl_c_once_submitted_cancels_the_job("local", tmp_path, monkeypatch, capsys)
+
+
 def test_seed_003_examples_run_under_remote(tmp_path, hpcjax_home):
     api_cases.remote_example("local", tmp_path)
 

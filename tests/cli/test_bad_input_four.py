@@ -216,7 +216,7 @@ def test_an_argument_that_cannot_be_pickled_is_refused_and_nothing_is_left(tmp_p
 
 
 def test_ctrl_c_while_waiting_cancels_and_ends_in_one_short_interrupt():
-    from hpcjax.api.remote import cancel_on_interrupt
+    from hpcjax.api.submit import cancel_on_interrupt
 
     class Handle:
         job_id, cancelled = "42", False
@@ -227,7 +227,7 @@ def test_ctrl_c_while_waiting_cancels_and_ends_in_one_short_interrupt():
     with pytest.raises(KeyboardInterrupt) as found:
         with cancel_on_interrupt([Handle()]):
             raise KeyboardInterrupt
-    assert Handle.cancelled and "job 42, which was cancelled" in str(found.value)
+    assert Handle.cancelled and "job 42 was cancelled" in str(found.value)
     assert found.value.__context__ is None or found.value.__suppress_context__
 
 

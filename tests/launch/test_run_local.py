@@ -98,3 +98,18 @@ def test_ctrl_c_on_a_local_submit_stops_its_processes_and_says_so(tmp_path, hpcj
     for pid in record["pids"]:
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)
+
+
+def test_a_rank_gets_its_own_ctrl_c_although_the_submission_held_it(tmp_path, hpcjax_home):
+    """The submission holds SIGINT while it starts the ranks (tests/launch/test_ctrl_c_once_submitted.py);
+    a child keeps the signal mask it starts with, so without care a rank's own Ctrl-C handler would
+    never run."""
+    program = ("import os, signal, sys, time\n"
+               "signal.signal(signal.SIGINT, lambda *_: (print('rank saw its Ctrl-C', flush=True), sys.exit(0)))\n"
+               "os.kill(os.getpid(), signal.SIGINT)\n"
+               "time.sleep(3)\nsys.exit('SIGINT stayed blocked')\n")
+    run = submit(JobSpec(command=(sys.executable, "-c", program), layout=Layout(nodes=1, gpus_per_node=1),
+                         output_dir=str(tmp_path / "logs")), "local")
+    outcome = run.wait(progress=False)
+    assert outcome.ok, run.logs()
+    assert run.logs(rank=0) == "rank saw its Ctrl-C\n"
