@@ -6,6 +6,7 @@ render, submit, record, follow), and finding it again. Never imports JAX, so it 
     outcome = run.wait()               # Outcome: state, exit code, failed ranks with host and log tail
     runs = submit_array(spec)          # spec.array elements: a SLURM job array, or local jobs in turn
     attach("1234").logs(rank=3)        # a job submitted earlier, from its id
+    except KeyboardInterrupt as i: runs_of(i)   # a Ctrl-C once the job existed carries its Runs
 
 Rooms below it: job (what a job is), backends (where it runs: one class each), slurm and
 localjobs (each backend's machinery), follow (the Run handle and the failure report).
@@ -92,3 +93,11 @@ def submit_array(spec, backend: str | None = backends.AUTO, cluster=None, *, ann
 def attach(job_id: str, cluster=None):
     """The Run of a job submitted earlier, from its id (hpcjax.backends.attach)."""
     return backends.attach(job_id, cluster)
+
+
+def runs_of(interrupt: BaseException) -> list:
+    """The Runs of the job a Ctrl-C landed on once it existed (a KeyboardInterrupt out of submit
+    or submit_array); [] if it came before there was a job."""
+    from hpcjax.launch import steps
+
+    return steps.runs_of(interrupt)

@@ -144,11 +144,16 @@ SCRIPT = """\
 import sys
 import pytest
 from support import ctrl_c_once_recorded
-from hpcjax.launch import submit
+from hpcjax.launch import runs_of, submit
 from hpcjax.job.spec import JobSpec, Layout
 
 ctrl_c_once_recorded(pytest.MonkeyPatch())
-submit(JobSpec(command={command!r}, layout=Layout(nodes=1, gpus_per_node=2), output_dir=sys.argv[1]), {backend!r})
+try:
+    submit(JobSpec(command={command!r}, layout=Layout(nodes=1, gpus_per_node=2), output_dir=sys.argv[1]),
+           {backend!r})
+except KeyboardInterrupt as interrupt:
+    print("carried", *[run.job_id for run in runs_of(interrupt)], file=sys.stderr, flush=True)
+    raise
 print("not reached")
 """
 
@@ -166,6 +171,7 @@ def test_a_script_of_the_run_api_ends_on_the_interrupt_and_stops_its_local_ranks
     said = done.stderr.strip().splitlines()
     job = next(line for line in said if line.startswith("KeyboardInterrupt: ")).split("interrupted once job ")[1]
     job = job.split()[0]
+    assert f"carried {job}\n" in done.stderr
     if backend == "local":
         assert f"interrupted: stopped every process of local job {job}" in done.stderr, done.stderr
         ended_as(job, "CANCELLED")
