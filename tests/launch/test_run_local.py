@@ -113,3 +113,25 @@ def test_a_rank_gets_its_own_ctrl_c_although_the_submission_held_it(tmp_path, hp
     outcome = run.wait(progress=False)
     assert outcome.ok, run.logs()
     assert run.logs(rank=0) == "rank saw its Ctrl-C\n"
+
+
+def test_ctrl_c_while_a_local_sweep_is_followed_stops_what_runs_and_what_waits_not_what_ended(tmp_path, hpcjax_home):
+    """A sweep of three, one at a time: the first has ended, the second runs, the third waits for its
+    turn. Ctrl-C stops the second and the third (a waiting one would start and be waited for at exit);
+    the first keeps its own end."""
+    import os
+    import subprocess
+
+    proc = subprocess.Popen([sys.executable, "-m", "hpcjax", "submit", "--backend", "local", "--gpus-per-node", "1",
+                             "--sweep", "S=0,60,61", "--max-parallel", "1", "--output-dir", str(tmp_path / "logs"),
+                             "--", "sleep", "{S}"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "HPCJAX_HOME": str(hpcjax_home)})
+    sweep = proc.stdout.readline().strip()
+    deadline = time.monotonic() + 30
+    while attach(f"{sweep}_1").state() != "RUNNING":
+        assert time.monotonic() < deadline, "the second element did not start"
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130 and f"interrupted: stopped every process of local job {sweep}" in err, err
+    assert [attach(f"{sweep}_{i}").state() for i in range(3)] == ["COMPLETED", "CANCELLED", "CANCELLED"]
