@@ -24,7 +24,7 @@ NOT_FOR_A_HOLD = (("on", "a hold cannot run inside another"), ("requeue", "a hol
 def cmd_hold(args: argparse.Namespace, command: list[str]) -> int:
     import dataclasses
 
-    from hpcjax.cli.jobs import submission_of
+    from hpcjax.cli.jobs import interrupted, submission_of
     from hpcjax.launch import steps
     from hpcjax.slurm import holds
 
@@ -49,9 +49,8 @@ def cmd_hold(args: argparse.Namespace, command: list[str]) -> int:
         try:
             [run] = steps.submit(sub)
         except KeyboardInterrupt as interrupt:
-            if not steps.runs_of(interrupt):
-                raise
-            return stays_queued(args.name, steps.runs_of(interrupt)[0])
+            runs = steps.runs_of(interrupt)
+            return stays_queued(args.name, runs[0]) if runs else interrupted(runs)
     if args.no_wait:
         return 0
     return wait_ready(run, args.name, sub)

@@ -9,7 +9,7 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from hpcjax.cli.jobs import submission_of
+from hpcjax.cli.jobs import interrupted, submission_of
 from hpcjax.cli.options import (add_backend_option, add_cluster_options, add_job_options, cluster_from_args,
                                 merged_options, spec_from_args, takes_command)
 from hpcjax.cli.kinds import parse_sizes
@@ -59,9 +59,8 @@ def cmd_smoke(args: argparse.Namespace, command: list[str]) -> int:
     try:
         [run] = steps.submit(sub)
     except KeyboardInterrupt as interrupt:
-        if not steps.runs_of(interrupt):
-            raise
-        return cancelled(steps.runs_of(interrupt)[0])
+        runs = steps.runs_of(interrupt)
+        return cancelled(runs[0]) if runs else interrupted(runs)
     try:
         run.wait()
     except KeyboardInterrupt:

@@ -180,3 +180,21 @@ def test_a_script_of_the_run_api_ends_on_the_interrupt_and_stops_its_local_ranks
     else:
         assert attach(job).state() in ("PENDING", "RUNNING", "CONFIGURING")
         attach(job).cancel()
+
+
+@pytest.mark.parametrize("verb", ["submit", "smoke"])
+def test_before_the_job_exists_nothing_runs_and_it_is_said(verb, tmp_path, hpcjax_home, monkeypatch):
+    """The other side of the moment: a Ctrl-C while the job is staged, before it is handed over."""
+    from hpcjax.launch import staging
+
+    staged = staging.stage
+
+    def ctrl_c_then_stage(sub, probe):
+        signal.raise_signal(signal.SIGINT)  # not held yet: it lands here
+        return staged(sub, probe)
+
+    monkeypatch.setattr(staging, "stage", ctrl_c_then_stage)
+    command = ["--", *SLEEPER] if verb == "submit" else []
+    code, out, err = cli(tmp_path, verb, "--backend", "local", *ONE_GPU, *command)
+    assert (code, out) == (130, "") and "interrupted before the job was submitted: nothing runs" in err, err
+    assert not (hpcjax_home / "jobs").exists() or not list((hpcjax_home / "jobs").iterdir())
