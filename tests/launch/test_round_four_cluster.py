@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -147,8 +149,8 @@ def test_a_hold_keeps_what_the_user_asked_for(tmp_path, slurm_cluster, hpcjax_ho
         run_hpcjax("release", name, cwd=tmp_path)
 
 
-def squeue(job: str) -> str:
-    return subprocess.run(["squeue", "-h", "-j", job, "-o", "%T"], capture_output=True, text=True).stdout.strip()
+def squeue(job: str, field: str = "%T") -> str:
+    return subprocess.run(["squeue", "-h", "-j", job, "-o", field], capture_output=True, text=True).stdout.strip()
 
 
 def test_jupyter_and_an_interactive_shell_run_on_a_holds_first_node(tmp_path, slurm_cluster, hpcjax_home):
@@ -171,22 +173,31 @@ def test_jupyter_and_an_interactive_shell_run_on_a_holds_first_node(tmp_path, sl
     assert done.returncode == 0, done.stderr
     held = done.stdout.strip()
     try:
+        node = squeue(held, "%N")  # one node: wherever SLURM placed the hold (CI 34: node2, node1 being busy)
+        assert re.fullmatch(r"node[0-9]", node), node
         port = str(20000 + os.getpid() % 20000)
         tunnelled = run_hpcjax("jupyter", "--on", name, "--local-port", port, cwd=tmp_path)
         assert tunnelled.returncode == 2 and "is the tunnel's port on a laptop" in tunnelled.stderr, tunnelled.stderr
         jupyter = subprocess.Popen([sys.executable, "-m", "hpcjax", "jupyter", "--on", name, "--port", port],
                                    cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                    env={**os.environ, "JUPYTER_RUNTIME_DIR": str(tmp_path / "jupyter-runtime")})
+        said: list[str] = []  # its stderr, read as it comes: reading it whole would wait for its end
+        reader = threading.Thread(target=lambda: said.extend(jupyter.stderr), daemon=True)
+        reader.start()
         try:
             url = jupyter.stdout.readline().strip()  # hpcjax's stdout: the address alone
-            assert url.startswith(f"http://node1:{port}/") and "token=" in url, (url, jupyter.stderr.read())
+            assert url.startswith(f"http://{node}:{port}/") and "token=" in url, url
             token = url.split("token=")[1].split("&")[0]
-            with urllib.request.urlopen(f"http://node1:{port}/api/status?token={token}", timeout=30) as answer:
+            with urllib.request.urlopen(f"http://{node}:{port}/api/status?token={token}", timeout=30) as answer:
                 assert answer.status == 200 and "started" in json.loads(answer.read())
             assert len(squeue_steps(held)) == 1  # the server is a step of the hold (the probe, step 0, has ended)
+        except AssertionError as error:
+            raise AssertionError(f"{error}\nhpcjax jupyter said so far:\n{''.join(said)}") from None
         finally:
             jupyter.send_signal(signal.SIGINT)  # Ctrl-C
-            out, err = jupyter.communicate(timeout=60)
+            jupyter.wait(timeout=60)
+            reader.join(timeout=10)
+        err = "".join(said)
         assert jupyter.returncode == 0 and "Jupyter stopped; the hold keeps running" in err, err
         wait_until(lambda: squeue_steps(held) == [], timeout=60)
         assert squeue(held) == "RUNNING"
@@ -206,10 +217,10 @@ def test_jupyter_and_an_interactive_shell_run_on_a_holds_first_node(tmp_path, sl
                 except AssertionError:
                     raise AssertionError(f"the terminal never showed {text!r}; it shows:\n{screen()}") from None
 
-            shows(f"shell on node1 in hold {name}")
+            shows(f"shell on {node} in hold {name}")
             subprocess.run(["tmux", "-L", session, "send-keys", "-t", session, "echo at-$SLURMD_NODENAME-$SLURM_JOB_ID-$((6*7))",
                             "Enter"], check=True)
-            shows(f"at-node1-{held}-42")
+            shows(f"at-{node}-{held}-42")
             subprocess.run(["tmux", "-L", session, "send-keys", "-t", session, "exit 0", "Enter"], check=True)
             shows("shell-ended-0")
         finally:
