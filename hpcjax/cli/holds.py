@@ -24,7 +24,7 @@ NOT_FOR_A_HOLD = (("on", "a hold cannot run inside another"), ("requeue", "a hol
 def cmd_hold(args: argparse.Namespace, command: list[str]) -> int:
     import dataclasses
 
-    from hpcjax.cli.jobs import interrupted, submission_of
+    from hpcjax.cli.jobs import interrupted_one, submission_of
     from hpcjax.launch import steps
     from hpcjax.slurm import holds
 
@@ -49,8 +49,7 @@ def cmd_hold(args: argparse.Namespace, command: list[str]) -> int:
         try:
             [run] = steps.submit(sub)
         except KeyboardInterrupt as interrupt:
-            runs = steps.runs_of(interrupt)
-            return stays_queued(args.name, runs[0]) if runs else interrupted(runs)
+            return interrupted_one(interrupt, lambda run: stays_queued(args.name, run))
     if args.no_wait:
         return 0
     return wait_ready(run, args.name, sub)

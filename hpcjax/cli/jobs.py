@@ -119,6 +119,15 @@ def interrupted(runs: list) -> int:
     return 130
 
 
+def interrupted_one(interrupt: KeyboardInterrupt, once_it_exists) -> int:
+    """Ctrl-C while a one-run job (smoke, a hold) was submitted: what `once_it_exists(run)` does
+    with it once it exists, else 'nothing runs'."""
+    from hpcjax.launch import steps
+
+    runs = steps.runs_of(interrupt)
+    return once_it_exists(runs[0]) if runs else interrupted(runs)
+
+
 def submission_of(args: argparse.Namespace, spec, values: dict, cluster, **more):
     """The resolve step of the CLI: the submission of `spec` with what travels with it from a
     laptop (the profile's shipping limit, --upload)."""

@@ -9,7 +9,7 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from hpcjax.cli.jobs import interrupted, submission_of
+from hpcjax.cli.jobs import interrupted_one, submission_of
 from hpcjax.cli.options import (add_backend_option, add_cluster_options, add_job_options, cluster_from_args,
                                 merged_options, spec_from_args, takes_command)
 from hpcjax.cli.kinds import parse_sizes
@@ -59,8 +59,7 @@ def cmd_smoke(args: argparse.Namespace, command: list[str]) -> int:
     try:
         [run] = steps.submit(sub)
     except KeyboardInterrupt as interrupt:
-        runs = steps.runs_of(interrupt)
-        return cancelled(runs[0]) if runs else interrupted(runs)
+        return interrupted_one(interrupt, cancelled)
     try:
         run.wait()
     except KeyboardInterrupt:

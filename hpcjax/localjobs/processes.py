@@ -191,24 +191,29 @@ class LocalRun(Run):
                 proc.wait()
 
     def cancel(self) -> None:
-        if self.record is not None and self.record.get("state") not in ("RUNNING", "PENDING"):
-            raise HpcjaxError(f"local job {self.job_id} has already ended ({self.record.get('state')}); "
-                              "nothing to cancel", f"see `hpcjax status {self.job_id}`")
-        if self.record is None:
-            with self.lock:
-                if self.started is not None and not self.final:
-                    self.final = self._watch()  # one that ended by itself keeps its own end
-                if self.final:
-                    raise HpcjaxError(f"local job {self.job_id} has already ended ({self.final}); nothing to cancel",
-                                      f"see `hpcjax status {self.job_id}`")
-                records.update(self.job_id, cancelled=True)
+        with self.lock:
+            ended = self._ended_as()
+            if ended:
+                raise HpcjaxError(f"local job {self.job_id} has already ended ({ended}); nothing to cancel",
+                                  f"see `hpcjax status {self.job_id}`")
+            records.update(self.job_id, cancelled=True)  # another process that follows it reports it
+            if self.record is None:
                 self.stop_all()
                 self.final = self._end("CANCELLED")
-            return
-        records.update(self.job_id, cancelled=True)  # another process follows it: that one reports it
+                return
         for pid in self.record.get("pids", []):  # a record names them: only this job's ranks are signalled
             if isinstance(pid, int) and local_job_of(pid) == jobid.base(self.job_id):
                 os.kill(pid, signal.SIGTERM)
+
+    def _ended_as(self) -> str:
+        """The state a job that has ended ended in, else "": one this process follows is looked at
+        now (one that ended by itself keeps its own end); another's, as its record says."""
+        if self.record is not None:
+            state = self.record.get("state", "")
+            return "" if state in ("RUNNING", "PENDING") else state
+        if self.started is not None and not self.final:
+            self.final = self._watch()
+        return self.final
 
     def hosts(self) -> dict[int, str]:
         return {rank: contract.local_node_name(rank, self.layout) for rank in range(self.num_ranks)}
