@@ -120,12 +120,10 @@ def interrupted(runs: list) -> int:
 
 
 def interrupted_one(interrupt: KeyboardInterrupt, once_it_exists) -> int:
-    """Ctrl-C while a one-run job (smoke, a hold) was submitted: what `once_it_exists(run)` does
-    with it once it exists, else 'nothing runs'."""
+    """Ctrl-C while a one-run job (smoke, a hold) was submitted: `once_it_exists(run)`, else 'nothing runs'."""
     from hpcjax.launch import steps
 
-    runs = steps.runs_of(interrupt)
-    return once_it_exists(runs[0]) if runs else interrupted(runs)
+    return once_it_exists(runs[0]) if (runs := steps.runs_of(interrupt)) else interrupted(runs)
 
 
 def submission_of(args: argparse.Namespace, spec, values: dict, cluster, **more):

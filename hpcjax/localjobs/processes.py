@@ -209,8 +209,8 @@ class LocalRun(Run):
         """The state a job that has ended ended in, else "": one this process follows is looked at
         now (one that ended by itself keeps its own end); another's, as its record says."""
         if self.record is not None:
-            state = self.record.get("state", "")
-            return "" if state in ("RUNNING", "PENDING") else state
+            state = self.record.get("state")  # a record without one is not taken to run (as before)
+            return "" if state in ("RUNNING", "PENDING") else str(state)
         if self.started is not None and not self.final:
             self.final = self._watch()
         return self.final
