@@ -40,17 +40,26 @@ rm -rf "$partial"
 mkdir -p "$state/images"
 say "debootstrap bookworm from $mirror (about a minute)"
 debootstrap --variant=minbase --include=python3,python3-pip bookworm "$partial" "$mirror" >&2
-# Wheels come through this machine's pip (its index and certificates), then install
-# offline inside the image: the image needs no network configuration of its own.
+# The wheels come through this machine's installer (its index and certificates; the image needs
+# no network configuration of its own): by uv where it is installed (scripts/test.sh installs it),
+# straight from its cache, where this machine's own install left the same wheels, into the
+# image's site directory (CPython 3.11 in both: the same wheels and bytecode); else pip downloads
+# them (again: 200 MB) and the image's own pip installs them offline.
+site=$partial/usr/local/lib/python3.11/dist-packages
 wheels="$state/images/wheels-$key"
-say "downloading $packages"
-# shellcheck disable=SC2086  # $packages is a list of requirement words
-"$python" -m pip download -q --only-binary=:all: -d "$wheels" $packages >&2
-mkdir -p "$partial/wheels"
-# shellcheck disable=SC2086  # $packages is a list of requirement words
-ch-run -w --unset-env="PIP_*" -b "$wheels:/wheels" "$partial" -- \
-  python3 -m pip install -q --break-system-packages --no-index --find-links /wheels $packages >&2
-rmdir "$partial/wheels"
+say "installing $packages"
+if "$python" -m uv --version >/dev/null 2>&1 && [ -x "$partial/usr/bin/python3.11" ]; then
+  # shellcheck disable=SC2086  # $packages is a list of requirement words
+  "$python" -m uv pip install -q --compile-bytecode --python "$python" --target "$site" $packages >&2
+else
+  # shellcheck disable=SC2086  # $packages is a list of requirement words
+  "$python" -m pip download -q --only-binary=:all: -d "$wheels" $packages >&2
+  mkdir -p "$partial/wheels"
+  # shellcheck disable=SC2086  # $packages is a list of requirement words
+  ch-run -w --unset-env="PIP_*" -b "$wheels:/wheels" "$partial" -- \
+    python3 -m pip install -q --break-system-packages --no-index --find-links /wheels $packages >&2
+  rmdir "$partial/wheels"
+fi
 # ch-run binds the host's /etc/hosts only onto an existing file: without it the nodes'
 # names do not resolve inside and no rank finds the coordinator.
 touch "$partial/etc/hosts"

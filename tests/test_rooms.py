@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import sys
 import venv
+from importlib import metadata
 from pathlib import Path
 
 import pytest
@@ -175,17 +176,24 @@ def test_no_module_is_over_400_lines():
 @pytest.fixture(scope="module")
 def bare_jax_venv():
     """A virtual environment with jax and numpy from PyPI and nothing else (no hpcjax), made
-    once per JAX version and kept in the user's cache (a developer's second run skips pip)."""
+    once per JAX version and kept in the user's cache (a developer's second run skips the install).
+    By uv where the test command installed it (from its cache, where this machine's own install
+    left the same wheels: pip downloaded them again, 76 s of a worker on a bare machine), else pip."""
     import jax
 
     where = Path.home() / ".cache" / "hpcjax-tests" / f"bare-jax-{jax.__version__}"
     python = where / "bin" / "python"
     if not (where / ".complete").is_file():
         shutil.rmtree(where, ignore_errors=True)
-        venv.create(where, with_pip=True)
-        pip = subprocess.run([str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check",
-                              f"jax=={jax.__version__}", "numpy"], capture_output=True, text=True, timeout=900)
-        assert pip.returncode == 0, pip.stderr
+        wanted = [f"{name}=={metadata.version(name)}" for name in ("jax", "jaxlib", "numpy")]  # this machine's
+        if subprocess.run([sys.executable, "-m", "uv", "--version"], capture_output=True).returncode == 0:
+            venv.create(where, with_pip=False)
+            install = [sys.executable, "-m", "uv", "pip", "install", "-q", "--python", str(python), *wanted]
+        else:
+            venv.create(where, with_pip=True)
+            install = [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", *wanted]
+        done = subprocess.run(install, capture_output=True, text=True, timeout=900)
+        assert done.returncode == 0, done.stderr
         (where / ".complete").touch()
     return python
 

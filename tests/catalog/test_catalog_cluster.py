@@ -12,7 +12,7 @@ import pytest
 
 import api_cases
 import hpcjax
-from conftest import run_hpcjax
+from conftest import run_hpcjax, start_hpcjax
 from hpcjax.slurm.controller import run_slurm
 
 pytestmark = pytest.mark.cluster
@@ -20,18 +20,23 @@ pytestmark = pytest.mark.cluster
 SECOND_ATTEMPT_PASSES = "import os, sys, time; time.sleep(2); sys.exit(0 if os.environ.get('SLURM_RESTART_COUNT', '0') != '0' else 3)"
 
 
-def submit(cwd, *argv) -> str:
-    done = run_hpcjax("submit", "--wait", *argv, cwd=cwd, timeout=600)
+def submit(cwd, *argv):
+    return start_hpcjax("submit", "--wait", *argv, cwd=cwd)
+
+
+def key_of(started) -> str:
+    done = started.result(timeout=600)
     return done.stdout.split()[0] if done.stdout.strip() else pytest.fail(done.stderr)
 
 
 def test_every_kind_of_job_is_in_the_catalog_with_its_attempts_and_gpu_hours(tmp_path, slurm_cluster, hpcjax_home):
-    plain = submit(tmp_path, "-J", "plain", "--nodes", "2", "--gpus-per-node", "2", "--", "hostname")
-    failing = submit(tmp_path, "-J", "failing", "--", sys.executable, "-c", "raise SystemExit(3)")
-    requeued = submit(tmp_path, "-J", "requeued", "--requeue", "1", "--retry-failed", "--gpus-per-node", "2", "--",
-                      sys.executable, "-c", SECOND_ATTEMPT_PASSES)
-    smoke = run_hpcjax("smoke", "--nodes", "2", "--gpus-per-node", "2", cwd=tmp_path, timeout=600)
-    assert smoke.returncode == 0, smoke.stderr
+    # Started together (none depends on another), so that their queue waits overlap: one after
+    # the other they held a worker 140 s (CI 38), mostly queued behind other tests' 8-GPU jobs.
+    started = [submit(tmp_path, "-J", "plain", "--nodes", "2", "--gpus-per-node", "2", "--", "hostname"),
+               submit(tmp_path, "-J", "failing", "--", sys.executable, "-c", "raise SystemExit(3)"),
+               submit(tmp_path, "-J", "requeued", "--requeue", "1", "--retry-failed", "--gpus-per-node", "2", "--",
+                      sys.executable, "-c", SECOND_ATTEMPT_PASSES)]
+    smoke = start_hpcjax("smoke", "--nodes", "2", "--gpus-per-node", "2", cwd=tmp_path)
     square = hpcjax.remote(nodes=1, gpus_per_node=1, backend="slurm", storage_path=str(tmp_path / "calls"))(
         api_cases.square_or_fail)
     assert [c.result() for c in square.map([1, 2, 4])] == [2, 5, 17]
@@ -41,6 +46,9 @@ def test_every_kind_of_job_is_in_the_catalog_with_its_attempts_and_gpu_hours(tmp
                              run_config=hpcjax.RunConfig(storage_path=str(tmp_path / "results"), name="count",
                                                          backend="slurm"))
     assert trainer.fit().error is None
+    plain, failing, requeued = map(key_of, started)
+    done = smoke.result(timeout=600)
+    assert done.returncode == 0, done.stderr
 
     listed = run_hpcjax("runs", "--json", cwd=tmp_path)
     assert listed.returncode == 0, listed.stderr
@@ -70,6 +78,7 @@ def test_every_kind_of_job_is_in_the_catalog_with_its_attempts_and_gpu_hours(tmp
     assert rows[requeued]["gpu_hours"] > 0
 
     shown = run_hpcjax("runs", "show", failing, cwd=tmp_path)
-    assert "rank 0 on node1 failed: Exited with exit code 3" in shown.stdout, shown.stdout + shown.stderr
+    node = run_slurm(["sacct", "-X", "-n", "-P", "-j", failing, "-o", "NodeList"]).strip()  # where SLURM put it
+    assert f"rank 0 on {node} failed: Exited with exit code 3" in shown.stdout, shown.stdout + shown.stderr
     table = run_hpcjax("runs", "--state", "completed", cwd=tmp_path).stdout
     assert plain in table and failing not in table

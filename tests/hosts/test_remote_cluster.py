@@ -150,13 +150,16 @@ def test_a_hostile_record_on_the_cluster_never_runs_a_command_on_the_laptop(lapt
     assert "COMPLETED" in run_hpcjax("status", job, *where, cwd=laptop).stdout
 
 
-def test_smoke_2x4_from_a_laptop(laptop, ssh_cluster):
+def test_smoke_on_two_nodes_from_a_laptop(laptop, ssh_cluster):
+    """2 x 2 (the 2 x 4 layout, every GPU of the dev cluster, is proven on it in
+    tests/rank/test_runtime_cluster.py and in a container: here its job queued 62 s for the
+    whole cluster to drain, CI 38, and held back every job queued after it)."""
     profiles = ssh_cluster.profiles(laptop / "profiles.toml")
     done = run_hpcjax("smoke", "--cluster", "devcluster", "--profile-file", str(profiles), "--nodes", "2",
-                      "--gpus-per-node", "4", "--json", cwd=laptop, timeout=600)
+                      "--gpus-per-node", "2", "--json", cwd=laptop, timeout=600)
     assert done.returncode == 0, done.stderr
     verdict = json.loads(done.stdout)
-    assert verdict["ok"] and len(verdict["ranks"]) == 8
+    assert verdict["ok"] and len(verdict["ranks"]) == 4
     assert {r["node"] for r in verdict["ranks"]} == {"node1", "node2"}
     assert "/code/" not in done.stderr  # the checks need no working tree: only hpcjax is shipped
 

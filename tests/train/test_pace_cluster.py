@@ -24,8 +24,10 @@ pytestmark = [pytest.mark.cluster, pytest.mark.serial]
 MODEL = ["--seq-len", "64", "--d-model", "256", "--heads", "8", "--layers", "2", "--d-ff", "1024",
          "--warmup-steps", "5", "--corpus-bytes", str(1 << 20)]
 PER_DEVICE_BATCH = 8  # the same work per device whatever the layout: 8 devices get 4x the batch of 2
-# captures at --pace-every 10: steps 17-19, 27-29, ... (7 in 80 steps, 4 in 50)
-STEPS = {1: 80, 4: 50}
+# captures at --pace-every 10: steps 17-19, 27-29, 37-39, 47-49; a rank is named after three
+# agreeing captures (train.pace's STREAK), so one capture to spare (80 steps for one device
+# per process gave 7 captures: 30 s more of the serial tier, which nothing else can use)
+STEPS, CAPTURES = 50, 4
 
 
 def train(tmp_path, slow: bool, devices_per_process: int = 1):
@@ -33,7 +35,7 @@ def train(tmp_path, slow: bool, devices_per_process: int = 1):
     layout = ["--gpus-per-node", str(devices_per_process), "--gpus-per-process", str(devices_per_process)]
     proc = subprocess.Popen(
         [sys.executable, "-m", "hpcjax", "submit", "--nodes", "2", *layout, "--wait", "--",
-         sys.executable, "-m", "hpcjax", "train", "--strategy", "dp", "--steps", str(STEPS[devices_per_process]),
+         sys.executable, "-m", "hpcjax", "train", "--strategy", "dp", "--steps", str(STEPS),
          "--pace-every", "10", "--checkpoint-every", "0", "--run-dir", str(run_dir), *MODEL,
          "--batch-size", str(PER_DEVICE_BATCH * 2 * devices_per_process)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path, env=os.environ)
@@ -54,7 +56,7 @@ def test_a_rank_slowed_from_outside_is_named_and_no_other(tmp_path, slurm_cluste
     """With 4 emulated devices per process too (each doing the one-device run's work: the same
     batch per device), each collective counted on the process's device that arrived last."""
     run_dir, log, paces = train(tmp_path, slow=True, devices_per_process=devices_per_process)
-    assert len(paces) == {1: 7, 4: 4}[devices_per_process]
+    assert len(paces) == CAPTURES
     assert all(p["hosts"] == ["node1", "node2"] for p in paces)
     assert {p["slow_rank"] for p in paces} <= {None, 1} and paces[-1]["slow_rank"] == 1, paces
     assert "slow: rank 1 on node2, others wait" in log, log[-3000:]
@@ -73,7 +75,7 @@ def test_a_rank_slowed_from_outside_is_named_and_no_other(tmp_path, slurm_cluste
 
 def test_an_unslowed_run_names_no_one(tmp_path, slurm_cluster, hpcjax_home):
     run_dir, log, paces = train(tmp_path, slow=False)
-    assert len(paces) == 7
+    assert len(paces) == CAPTURES
     assert all(p["slow_rank"] is None and p["slow"] == "" for p in paces), paces
     assert "slow:" not in log
     run_hpcjax("report", str(run_dir), cwd=tmp_path)
