@@ -13,7 +13,7 @@ import re
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-from hpcjax.protocol.contract import ATTEMPT_LINE, PREFLIGHT_KEY
+from hpcjax.protocol.contract import ATTEMPT_LINE, PREFLIGHT_KEY, STUCK_EXIT_CODE
 from hpcjax.protocol.statuses import shell_status, status_of
 from hpcjax.values.errors import JobFailed
 from hpcjax.values.nodelist import ranges
@@ -155,7 +155,9 @@ def analyze(job_id: str, state: str, events: list[TaskEvent], rank_log, *, job_e
         failed = tuple(RankFailure(r, _host(hang, r, events), hang.reason(r), str(rank_log(r)), tail(r))
                        for r in hang.held_by)
         note = hang.stacks_text(job_id) if failed else f"hung: {hang.why}\n{hang.stacks_text(job_id)}"
-        outcome = Outcome(job_id=job_id, state=state, exit_code=outcome.exit_code, failed=failed,
+        # the hang's status, whichever rank's end srun saw first (contract.HANG_MARKER says why)
+        exit_code = STUCK_EXIT_CODE if state == "FAILED" else outcome.exit_code
+        outcome = Outcome(job_id=job_id, state=state, exit_code=exit_code, failed=failed,
                           stopped=tuple(r for r in range(len(hang.entries) + len(hang.silent)) if r not in hang.held_by),
                           stopped_by="hpcjax's hang watch", note=note)
     # What the failed ranks, srun and the batch log say comes first; the other ranks' logs

@@ -57,7 +57,9 @@ ATTEMPTS_LOG = "%j-attempts.jsonl"
 ATTEMPT_LINE = "hpcjax: attempt"
 # The hang watch (hpcjax.rank.watch.hangwatch): the first rank that sees no progress creates the
 # marker; every rank then leaves its last step and stacks in its own file, which the failure
-# analysis reads. The batch script removes the marker at the start of each attempt.
+# analysis reads. The batch script removes the marker at the start of each attempt. An attempt
+# with the marker was ended by the hang watch: its status is STUCK_EXIT_CODE, whichever rank's end
+# was seen first (the others may abort as the hung rank's end tears down their collective).
 HANG_MARKER = "%j-hang"
 # The preflight's step (--preflight): its ranks' output, rank 0's verdict (the figures as JSON;
 # for the batch script, the one line and the failed nodes as two plain lines).

@@ -5,8 +5,12 @@ collective over all processes, and calls hpcjax.rank.progress(step). argv[1] is 
 "same": it says it started step 12, then sleeps; "irregular": nobody hangs, but every 20th step
 has a 2.5 s evaluation and step 30 a 6 s save inside hold(); "behind-once": "behind" in a
 job's first attempt only; "exit": every rank finishes its steps, then hangs at exit in an
-exit handler (as JAX's distributed shutdown was seen to)."""
-import os, sys, time
+exit handler (as JAX's distributed shutdown was seen to); "behind-abort": "behind", and rank 2
+aborts (134) the moment every rank has answered the hang watch (its file), just before the hung
+rank ends: as two waiting ranks did in CI 39 when the hung rank's end tore down Gloo's collective
+under them ("op.preamble.length <= op.nbytes": std::terminate), and srun named the abort first,
+so the job's status was 134."""
+import glob, os, sys, threading, time
 import numpy as np
 from jax.experimental import multihost_utils
 from hpcjax.rank import hold, initialize, progress
@@ -16,6 +20,12 @@ def load_next_batch():
     time.sleep(3600)
 def all_reduce(step):
     return multihost_utils.process_allgather(np.int32(step)).sum()
+def abort_once_every_rank_answered_the_hang_watch():
+    while len(glob.glob(os.path.join(os.environ["HPCJAX_LOG_DIR"], "*.hang.json"))) < denv.num_processes:
+        time.sleep(0.01)
+    os.abort()
+if mode == "behind-abort" and rank == 2:
+    threading.Thread(target=abort_once_every_rank_answered_the_hang_watch, daemon=True).start()
 once = mode == "behind-once" and os.environ.get("SLURM_RESTART_COUNT", "0") == "0"  # the first attempt only
 def shutdown_that_never_returns():
     time.sleep(3600)
@@ -23,7 +33,7 @@ if mode == "exit":
     import atexit
     atexit.register(shutdown_that_never_returns)
 for step in range(40 if mode in ("irregular", "behind-once", "exit") else 1000):
-    if (mode == "behind" or once) and rank == 3 and step == 12:
+    if (mode in ("behind", "behind-abort") or once) and rank == 3 and step == 12:
         load_next_batch()
     progress(step)
     if mode == "same" and rank == 3 and step == 12:

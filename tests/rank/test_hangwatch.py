@@ -143,6 +143,16 @@ def test_a_rank_that_does_not_reach_the_step_the_others_reached_is_named_with_it
 
 
 @pytest.mark.jax
+def test_a_rank_that_aborts_once_the_hang_is_declared_leaves_the_hang_as_the_jobs_status(tmp_path, hpcjax_home):
+    """Rank 2 aborts (134) once every rank has answered the hang watch, just before rank 3 ends (CI
+    39's race on the dev cluster, here made certain): the job still ends 124, the hang's, rank 3 named."""
+    _, outcome, _ = local_job(tmp_path, "behind-abort")
+    assert (outcome.state, outcome.exit_code, outcome.cause.cause) == ("FAILED", 124, "hang"), outcome.report()
+    assert [(f.rank, f.host) for f in outcome.failed] == [(3, "local1")], outcome.report()
+    assert "task 2: Killed by signal SIGABRT" in outcome.report()  # rank 2's end is still said, as what followed
+
+
+@pytest.mark.jax
 def test_a_rank_stuck_at_the_same_step_is_named_by_its_stack(tmp_path, hpcjax_home):
     _, outcome, seconds = local_job(tmp_path, "same")
     assert outcome.state == "FAILED" and seconds < 60, outcome.report()
