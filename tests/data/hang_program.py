@@ -13,6 +13,7 @@ so the job's status was 134."""
 import glob, os, sys, threading, time
 import numpy as np
 from jax.experimental import multihost_utils
+from hpcjax.protocol import contract
 from hpcjax.rank import hold, initialize, progress
 denv = initialize()
 mode, rank = sys.argv[1], denv.process_id
@@ -21,7 +22,8 @@ def load_next_batch():
 def all_reduce(step):
     return multihost_utils.process_allgather(np.int32(step)).sum()
 def abort_once_every_rank_answered_the_hang_watch():
-    while len(glob.glob(os.path.join(os.environ["HPCJAX_LOG_DIR"], "*.hang.json"))) < denv.num_processes:
+    answers = os.path.join(os.environ[contract.LOG_DIR_ENV], contract.RANK_HANG.replace("%j", "*").replace("%t", "*"))
+    while len(glob.glob(answers)) < denv.num_processes:
         time.sleep(0.01)
     os.abort()
 if mode == "behind-abort" and rank == 2:
