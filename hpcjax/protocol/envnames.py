@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 
+from hpcjax.protocol import timeouts as T  # the defaults said below are theirs
 from hpcjax.values.errors import SpecError
 
 PREFIX = "HPCJAX_"
@@ -23,17 +24,21 @@ NAMES = {
     "HPCJAX_BIND_SOURCE": (YOU, "hpcjax's package directory as the compute nodes see it"),
     "HPCJAX_COMPILE_CACHE": (YOU, "JAX's persistent compilation cache of the job (a directory, or off)"),
     "HPCJAX_PY_SPY": (YOU, "the py-spy binary `hpcjax stacks` runs on the nodes"),
-    "HPCJAX_HANG_FLOOR": (YOU, "the hang watch's shortest timeout, in seconds (default 300)"),
-    "HPCJAX_HANG_CEILING": (YOU, "the hang watch's longest timeout, in seconds (default 3600; 0: no watch)"),
-    "HPCJAX_HANG_FACTOR": (YOU, "the hang watch's timeout over the longest step seen (default 5)"),
+    "HPCJAX_HANG_FLOOR": (YOU, f"the hang watch's shortest timeout, in seconds (default {T.DEFAULT_FLOOR_S:g})"),
+    "HPCJAX_HANG_CEILING": (YOU, f"the hang watch's longest timeout, in seconds (default {T.DEFAULT_CEILING_S:g}; "
+                                 "0: no watch)"),
+    "HPCJAX_HANG_FACTOR": (YOU, f"the hang watch's timeout over the longest step seen (default {T.DEFAULT_FACTOR:g})"),
     "HPCJAX_STEP_TIMEOUT": (YOU, "a fixed hang timeout, in seconds (0: no watch)"),
-    "HPCJAX_INIT_TIMEOUT": (YOU, "how long every rank waits for the others at the start, in seconds (default 600)"),
-    "HPCJAX_HEARTBEAT_TIMEOUT": (YOU, "how long a silent rank may go unheard, in seconds (default 30)"),
+    "HPCJAX_INIT_TIMEOUT": (YOU, "how long every rank waits for the others at the start, in seconds "
+                                 f"(default {T.DEFAULT_INIT_TIMEOUT_S})"),
+    "HPCJAX_HEARTBEAT_TIMEOUT": (YOU, "how long a silent rank may go unheard, in seconds "
+                                      f"(default {T.DEFAULT_HEARTBEAT_TIMEOUT_S})"),
     "HPCJAX_EXIT_GUARD": (YOU, "1 (the default) guards a distributed program's exit, 0 does not"),
-    "HPCJAX_PREFLIGHT_RATIO": (YOU, "the preflight's floor: a node's throughput over the median (default 0.8)"),
+    # the preflight's floors' defaults are preflight_rules.DEFAULTS' (not imported: `render` loads this)
+    "HPCJAX_PREFLIGHT_RATIO": (YOU, "the preflight's floor: a node's throughput over the median"),
     "HPCJAX_PREFLIGHT_GFLOPS": (YOU, "the preflight's floor of matmul GFLOP/s per device"),
     "HPCJAX_PREFLIGHT_BUSBW": (YOU, "the preflight's floor of all-reduce bus bandwidth, GB/s"),
-    "HPCJAX_PREFLIGHT_FREE_GB": (YOU, "the preflight's floor of free device memory, GB"),
+    "HPCJAX_PREFLIGHT_FREE_GB": (YOU, "the preflight's floor of free space in the job's directory, GB"),
     # what the job's script sets for the ranks
     "HPCJAX_NODES": (JOB, "the layout's nodes"),
     "HPCJAX_GPUS_PER_NODE": (JOB, "the layout's GPUs per node"),
