@@ -77,8 +77,8 @@ def submit_with_a_bad_gpu(tmp_path: Path, nodes: int):
     (tools / "nvidia-smi").write_text(STAND_IN.format(claim=tmp_path / "bad-node"))
     (tools / "nvidia-smi").chmod(0o755)
     done = run_hpcjax("submit", "--nodes", str(nodes), "--gpus-per-node", "2", "--time", "00:05:00", "--preflight",
-                      "--requeue", "1", "--retry-failed", "--env", f"PATH={tools}:$PATH", "--wait", "--", *PROGRAM,
-                      cwd=tmp_path, timeout=400)
+                      "--requeue", "1", "--retry-failed", "--env", f"PATH={tools}:$PATH", *SHARED_MACHINE, "--wait", "--",
+                      *PROGRAM, cwd=tmp_path, timeout=400)
     return done, (tmp_path / "bad-node").read_text().strip()
 
 
