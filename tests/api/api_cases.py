@@ -57,12 +57,26 @@ def list_data(path, suffix):
 
 def hang_on_rank_3(config):
     """A Trainer loop: a collective of every rank each step, then a report; rank 3 blocks before
-    step 12's collective (sleeps) while the others wait in it."""
+    step 12's collective (sleeps) while the others wait in it. Rank 2 aborts (134) once every rank
+    has answered the hang watch, as waiting ranks did in CI 39 when the hung rank's end tore down
+    Gloo's collective under them (tests/data/hang_program.py behind-abort, the same from a script)."""
+    import glob
+
     import numpy as np
     from jax.experimental import multihost_utils
 
     import jax
+    from hpcjax.protocol import contract
 
+    def abort_once_every_rank_answered_the_hang_watch():
+        answers = os.path.join(os.environ[contract.LOG_DIR_ENV], contract.RANK_HANG.replace("%j", "*")
+                               .replace("%t", "*"))
+        while len(glob.glob(answers)) < jax.process_count():
+            time.sleep(0.01)
+        os.abort()
+
+    if jax.process_index() == 2:
+        threading.Thread(target=abort_once_every_rank_answered_the_hang_watch, daemon=True).start()
     for step in range(1000):
         if jax.process_index() == 3 and step == 12:
             time.sleep(3600)
@@ -329,8 +343,9 @@ def remote_example(backend: str, cwd: Path) -> None:
 
 
 def trainer_hang(backend: str, storage: Path, nodes: int, gpus: int, host: str) -> None:
-    """A Trainer run whose rank 3 hangs ends by itself: the report names rank 3 and shows its
-    stack (the sleep) apart from the others' (the collective), within 60 s of the hang."""
+    """A Trainer run whose rank 3 hangs (and rank 2 then aborts) ends by itself with the hang's status:
+    the report names rank 3 and shows its stack (the sleep) apart from the others' (the collective),
+    within 60 s of the hang."""
     scaling = hpcjax.ScalingConfig(nodes=nodes, gpus_per_node=gpus, time="00:10:00",
                                    env={"HPCJAX_HANG_FLOOR": "10", "HPCJAX_HANG_CEILING": "120"})
     trainer = hpcjax.Trainer(hang_on_rank_3, train_loop_config={"pause": 0.3}, scaling_config=scaling,
@@ -338,7 +353,8 @@ def trainer_hang(backend: str, storage: Path, nodes: int, gpus: int, host: str) 
     result = trainer.fit()
     ended = time.time()
     outcome = result.error.outcome
-    assert outcome.state == "FAILED" and outcome.cause.cause == "hang", outcome.report()
+    # 124 (the hang watch's), not rank 2's abort, whichever end srun or the local backend saw first
+    assert (outcome.state, outcome.exit_code, outcome.cause.cause) == ("FAILED", 124, "hang"), outcome.report()
     [held] = outcome.failed
     assert (held.rank, held.host) == (3, host), outcome.report()
     assert "stuck elsewhere than the others" in held.reason and "hang_on_rank_3" in held.reason
