@@ -143,7 +143,8 @@ def check_bash_syntax(text: str, spec: JobSpec) -> None:
 
 
 def _render(template, spec: JobSpec, hold: bool = False) -> str:
-    launch = spec.container.runtime_rules.launch(spec, image_word(spec))
+    image = image_word(spec)
+    launch = spec.container.runtime_rules.launch(spec, image)
     names = scriptnames.script_names(spec.output_dir, array=bool(spec.array), in_hold=bool(spec.on), hold=hold,
                                   retry_failed=spec.retry_failed, preflight=spec.preflight,
                                   gpus_per_process=spec.layout.gpus_per_process)
@@ -152,7 +153,7 @@ def _render(template, spec: JobSpec, hold: bool = False) -> str:
         spec=spec,
         layout=spec.layout,
         container=spec.container,
-        image=image_word(spec),
+        image=image,
         layout_env=spec.layout.env(),
         rank_log_word=_log_word(names["rank_log"], spec), preflight_log_word=_log_word(names["preflight_log"], spec),
         cleanenv_prefixes=launch.cleanenv_prefixes,
