@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from conftest import run_hpcjax
+from conftest import SHARED_MACHINE, run_hpcjax
 
 
 def laptop_repository(where, version: str):
@@ -168,7 +168,7 @@ def test_a_preflight_from_a_laptop_runs_with_the_clusters_python(laptop, ssh_clu
     """--preflight over SSH: the step runs hpcjax (shipped) with the cluster's Python, not the laptop's."""
     profiles = ssh_cluster.profiles(laptop / "profiles.toml")
     done = run_hpcjax("submit", "--cluster", "devcluster", "--profile-file", str(profiles), "--nodes", "2",
-                      "--gpus-per-node", "2", "--preflight", "--env", "HPCJAX_PREFLIGHT_RATIO=0.1",  # other jobs share
+                      "--gpus-per-node", "2", "--preflight", *SHARED_MACHINE,  # other jobs share
                       "--wait", "--", "python3", "-c", "print('ran')",
                       cwd=laptop, timeout=600)
     assert done.returncode == 0, done.stderr

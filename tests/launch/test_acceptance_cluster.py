@@ -9,10 +9,8 @@ from __future__ import annotations
 import json
 import subprocess
 
-from conftest import run_hpcjax
+from conftest import SHARED_MACHINE_PROFILE, run_hpcjax
 from pages.test_report import chromium
-
-SHARED_MACHINE = 'env = { HPCJAX_PREFLIGHT_RATIO = "0.1" }'
 
 
 def test_the_acceptance_check_passes_on_the_dev_cluster_and_its_page_says_so(shared_storage, slurm_cluster,
@@ -24,11 +22,10 @@ def test_the_acceptance_check_passes_on_the_dev_cluster_and_its_page_says_so(sha
     # dev cluster with CI's other tests (taking all eight, each queued until every other job had
     # ended: 315 s of CI 36, 213 s of it waiting). The 2 x 4 layout is proven on its own elsewhere
     # (tests/rank/test_runtime_cluster.py, tests/hosts/test_remote_cluster.py).
-    # The nodes are one machine, shared with CI's other jobs: the preflight's ratio to the median
-    # measures the neighbours there, so the profile holds it low, a site's knob (test_preflight_cluster.py).
+    # The preflight's ratio held low in the profile (conftest.SHARED_MACHINE_ENV says why).
     written = profiles.read_text()
     assert "\ngpus_per_node = 4" in written, written
-    profiles.write_text(written.replace("\ngpus_per_node = 4", "\ngpus_per_node = 2\n" + SHARED_MACHINE))
+    profiles.write_text(written.replace("\ngpus_per_node = 4", "\ngpus_per_node = 2\n" + SHARED_MACHINE_PROFILE))
     done = run_hpcjax("site", "--check", "--profile", "dev", "--profile-file", str(profiles), "--image",
                       charliecloud_image, "--runtime", "charliecloud", "--json", cwd=shared_storage, timeout=1200)
     assert done.returncode == 0, done.stderr

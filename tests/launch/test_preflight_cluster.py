@@ -17,15 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_hpcjax
+from conftest import SHARED_MACHINE, SHARED_MACHINE_ENV, run_hpcjax
 
 pytestmark = pytest.mark.cluster
 
-# The dev cluster's nodes are one machine, shared with the other tests' jobs running at the same
-# time: a node's throughput against the median there measures its neighbours. Tests that expect a
-# pass while others run hold the ratio low (a site's knob, HPCJAX_PREFLIGHT_RATIO); the slowed-node
-# tests run alone (serial) at the default 0.5.
-SHARED_MACHINE = ("--env", "HPCJAX_PREFLIGHT_RATIO=0.1")
 PROGRAM = [sys.executable, "-c", "import os; open('ran-' + os.environ['SLURM_JOB_ID'], 'a').write("
            "os.environ['SLURMD_NODENAME'] + '\\n')"]
 
@@ -77,8 +72,8 @@ def submit_with_a_bad_gpu(tmp_path: Path, nodes: int):
     (tools / "nvidia-smi").write_text(STAND_IN.format(claim=tmp_path / "bad-node"))
     (tools / "nvidia-smi").chmod(0o755)
     done = run_hpcjax("submit", "--nodes", str(nodes), "--gpus-per-node", "2", "--time", "00:05:00", "--preflight",
-                      "--requeue", "1", "--retry-failed", "--env", f"PATH={tools}:$PATH", *SHARED_MACHINE, "--wait", "--",
-                      *PROGRAM, cwd=tmp_path, timeout=400)
+                      "--requeue", "1", "--retry-failed", "--env", f"PATH={tools}:$PATH", *SHARED_MACHINE,
+                      "--wait", "--", *PROGRAM, cwd=tmp_path, timeout=400)
     return done, (tmp_path / "bad-node").read_text().strip()
 
 
@@ -178,7 +173,7 @@ def test_a_trainer_and_a_remote_function_run_after_their_preflight(shared_storag
         hpcjax.report({"devices": jax.device_count()})
 
     scaling = hpcjax.ScalingConfig(nodes=2, gpus_per_node=2, time="00:05:00", preflight=True,
-                                   env=dict([SHARED_MACHINE[1].split("=")]))
+                                   env=SHARED_MACHINE_ENV)
     result = hpcjax.Trainer(loop, scaling_config=scaling, run_config=hpcjax.RunConfig(
         storage_path=str(shared_storage), name="preflight", backend="slurm")).fit()
     assert result.error is None and result.metrics["devices"] == 4
