@@ -1,4 +1,5 @@
-"""The preflight's verdict from measurements, and nvidia-smi's health report, as pure functions.
+"""The preflight's verdict from measurements, nvidia-smi's health report, and how long a matmul is
+timed, as pure functions.
 
 The nvidia-smi outputs below are written in its `--query-gpu ... --format=csv,noheader,nounits`
 format (no GPU here to record them from); the dev-cluster tests (test_preflight_cluster.py) run
@@ -15,6 +16,7 @@ import pytest
 from hpcjax.values.errors import ConfigError, SpecError
 from hpcjax.protocol.preflight_rules import Floors, verdict
 from hpcjax.rank.prove import gpuhealth
+from hpcjax.rank.prove.preflight import ITERS, WARMUP, seconds_per_call
 
 
 def rank(r, node, gflops=100.0, devices=4, expected=4, kind="cpu", in_node=10.0, storage=None, gpus=None):
@@ -185,3 +187,31 @@ def test_each_failed_nodes_reason_is_read_back_from_the_summary_whole():
     assert reason_of(failed["summary"], "n2") == "" and reason_of(failed["summary"], "n") == ""
     spare = verdict([rank(0, "n1", 20.0), rank(1, "n2", 100.0), rank(2, "n3", 90.0)], [], Floors(), 6.0, use=2)
     assert reason_of(spare["summary"], "n1").startswith("matmul 20.0") and reason_of(spare["summary"], "n1").endswith("x)")
+
+
+def test_a_device_fast_until_its_quota_is_spent_is_timed_at_the_speed_it_keeps():
+    """A node held to a CPU quota runs its first calls at full speed, then waits for the next
+    period: the timing lasts its floor, so it counts the waits (ITERS calls at full speed would
+    have found the node fast: CI's 1.09x of a node at a quarter of a CPU)."""
+    import time
+
+    calls = []
+
+    class Done:
+        def block_until_ready(self):
+            return self
+
+    def throttled(x):
+        calls.append(x)
+        if len(calls) > WARMUP + 2 * ITERS:  # the period's quota spent: each call waits
+            time.sleep(0.02)
+        return Done()
+
+    began = time.perf_counter()
+    seconds = seconds_per_call(throttled, "x", at_least_s=0.25)
+    assert time.perf_counter() - began >= 0.25
+    assert seconds > 0.25 / len(calls) * 0.9, (seconds, len(calls))  # the mean over the whole floor
+    assert seconds > 0.005  # slow: most of the floor was spent waiting
+    calls.clear()
+    assert seconds_per_call(lambda x: calls.append(x) or Done(), "x", at_least_s=0.0) < 0.001
+    assert len(calls) == WARMUP + ITERS  # a fast device still gets ITERS timed calls

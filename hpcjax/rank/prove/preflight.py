@@ -37,6 +37,12 @@ KEY = "hpcjax/preflight"
 MESSAGE_BYTES = {"gpu": 256 << 20, "cpu": 1 << 20}
 MATMUL_N = {"gpu": 8192, "cpu": 768}
 ITERS, WARMUP, REPEATS = 5, 2, 3
+# Each matmul timing lasts at least this long. A node held to a share of its CPUs by a cgroup
+# quota (the kernel grants it per period: 100 ms by default, up to 1 s) runs at full speed until
+# the period's quota is spent: a timing shorter than the period can fit inside it and find the
+# node fast. CI met it (a node at a quarter of a CPU measured 1.09x the median), and a period of
+# 250 ms made it happen every time (tests/launch/test_preflight_cluster.py).
+MATMUL_TIMED_S = 0.3
 PROBE_BYTES = 1 << 20
 
 
@@ -118,16 +124,32 @@ def startup_s() -> float | None:
 
 
 def matmul_gflops(n: int, repeats: int) -> list[float]:
-    """Each local device's matmul throughput (GFLOP/s): the best of `repeats` timings."""
+    """Each local device's matmul throughput (GFLOP/s): the best of `repeats` timings, each at
+    least MATMUL_TIMED_S long."""
     import jax
     import jax.numpy as jnp
 
     out = []
     for device in jax.local_devices():
         x = jax.device_put(jnp.full((n, n), 1.0 / n, jnp.float32), device)
-        best = min(timed(squaring(), x, ITERS, WARMUP)[0] for _ in range(repeats))
+        best = min(seconds_per_call(squaring(), x, MATMUL_TIMED_S) for _ in range(repeats))
         out.append(2 * n ** 3 / best / 1e9)
     return out
+
+
+def seconds_per_call(function, x, at_least_s: float) -> float:
+    """Seconds per call of `function` on x, after WARMUP calls, over as many calls (ITERS at
+    least) as last `at_least_s`: the count is not guessed from a first call, which may itself
+    have run inside a fresh quota or behind a throttled one."""
+    for _ in range(WARMUP):
+        function(x).block_until_ready()
+    calls, begun = 0, time.perf_counter()
+    while True:
+        function(x).block_until_ready()
+        calls += 1
+        elapsed = time.perf_counter() - begun
+        if calls >= ITERS and elapsed >= at_least_s:
+            return elapsed / calls
 
 
 @functools.cache
