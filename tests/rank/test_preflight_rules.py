@@ -10,6 +10,7 @@ stand-in nvidia-smi.
 from __future__ import annotations
 
 import difflib
+import time
 
 import pytest
 
@@ -193,8 +194,6 @@ def test_a_device_fast_until_its_quota_is_spent_is_timed_at_the_speed_it_keeps()
     """A node held to a CPU quota runs its first calls at full speed, then waits for the next
     period: the timing lasts its floor, so it counts the waits (ITERS calls at full speed would
     have found the node fast: CI's 1.09x of a node at a quarter of a CPU)."""
-    import time
-
     calls = []
 
     class Done:
