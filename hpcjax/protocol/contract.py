@@ -61,6 +61,10 @@ ATTEMPT_LINE = "hpcjax: attempt"
 # with the marker was ended by the hang watch: its status is STUCK_EXIT_CODE, whichever rank's end
 # was seen first (the others may abort as the hung rank's end tears down their collective).
 HANG_MARKER = "%j-hang"
+# The nodes of the rank(s) that held the others (hpcjax.protocol.hangblame), one line, comma-separated,
+# empty when none stood out: the rank that created the marker writes it before it ends the job, and
+# the batch script records it as the attempt's failed node.
+HANG_NODES = "%j-hang-nodes"
 # The preflight's step (--preflight): its ranks' output, rank 0's verdict (the figures as JSON;
 # for the batch script, the one line and the failed nodes as two plain lines).
 PREFLIGHT_LOG, PREFLIGHT_REPORT, PREFLIGHT_VERDICT = "%j-preflight.log", "%j-preflight.json", "%j-preflight.txt"

@@ -28,7 +28,7 @@ def script_names(output_dir: str, *, array: bool, in_hold: bool, hold: bool, ret
         no_retry_exit=contract.NO_RETRY_EXIT,
         jax_local_device_ids=contract.jax_local_device_ids(gpus_per_process),
         log_dir_env=contract.LOG_DIR_ENV, hang_marker=contract.HANG_MARKER.replace("%j", key),
-        stuck_exit=contract.STUCK_EXIT_CODE,
+        hang_nodes=contract.HANG_NODES.replace("%j", key), stuck_exit=contract.STUCK_EXIT_CODE,
         rank_hang_prefix=contract.RANK_HANG.split("%t")[0].replace("%j", key),
         rank_hang_suffix=contract.RANK_HANG.split("%t")[1],
         attempt_number=contract.attempt_number_shell(),

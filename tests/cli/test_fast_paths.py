@@ -25,7 +25,7 @@ COMMON = {"hpcjax", "hpcjax.values", "hpcjax.protocol", "hpcjax.cli", "hpcjax.cl
           "hpcjax.hosts", "hpcjax.hosts.files", "hpcjax.hosts.here", "hpcjax.hosts.ssh"}
 FOLLOW = {"hpcjax.follow", "hpcjax.follow.progress", "hpcjax.follow.hangs", "hpcjax.follow.outcome", "hpcjax.follow.ranklogs",
           "hpcjax.follow.run", "hpcjax.follow.stacks", "hpcjax.follow.triage", "hpcjax.values.jsonlines", "hpcjax.protocol.rundir",
-          "hpcjax.values.nodelist",
+          "hpcjax.values.nodelist", "hpcjax.protocol.hangblame", "hpcjax.protocol.stackgroups",
           "hpcjax.protocol.statuses"}
 CATALOG = {"hpcjax.catalog", "hpcjax.catalog.db", "hpcjax.catalog.keep", "hpcjax.catalog.records"}
 LOCAL = {"hpcjax.backends", "hpcjax.backends.local", "hpcjax.localjobs", "hpcjax.localjobs.chains",

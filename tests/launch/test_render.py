@@ -239,6 +239,37 @@ def test_the_first_task_that_failed_gives_the_job_its_status_not_sruns_highest(t
     assert attempt["failed_node"] == "node1"  # the first line's node, not a later one's
 
 
+@pytest.mark.parametrize("verdict, failed_node", [
+    ("node2\n", "node2"),  # the held rank's node, though a rank on node1 saw the hang (CI 48)
+    ("node2,node3\n", "node2,node3"),  # held ranks on two nodes
+    ("\n", ""),  # no rank stood out: no node is blamed
+    (None, ""),  # the rank that saw the hang ended before it judged
+])
+def test_an_attempt_the_hang_watch_ended_is_124_on_the_held_ranks_node(tmp_path, verdict, failed_node):
+    """srun names a waiting rank's abort first (CI 39); the ranks left the hang marker and, from the
+    rank that saw the hang (node1), its verdict. Real bash runs the rendered script; srun is a
+    stand-in that writes what the ranks would. The same on the dev cluster: test_hang_cluster.py."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    logs = tmp_path / "hpcjax-logs"
+    write_verdict = "" if verdict is None else f'printf %s {shlex.quote(verdict)} > "$HPCJAX_LOG_DIR/9-hang-nodes"\n'
+    _stub(bin_dir, "srun", f"""echo '{{"rank": 0, "host": "node1", "attempt": 1, "ranks": 4}}' > "$HPCJAX_LOG_DIR/9-hang"
+{write_verdict}echo 'srun: error: node2: task 2: Aborted (core dumped)' >&2
+echo 'srun: error: node1: task 0: Exited with exit code 124' >&2
+exit 134
+""")
+    logs.mkdir()
+    (logs / "9-hang-nodes").write_text("node7\n")  # an earlier attempt's: removed at the start
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "SLURMD_NODENAME": "node1", "SLURM_JOB_ID": "9",
+           "SLURM_JOB_NODELIST": "node[1-3]"}
+    with open(logs / "9-batch.log", "a") as batch:
+        done = subprocess.run(["bash", "-c", render_sbatch(JobSpec(command=("python3", "t.py")))], cwd=tmp_path,
+                              env=env, stdout=batch, stderr=subprocess.STDOUT)
+    [attempt] = [json.loads(x) for x in (logs / "9-attempts.jsonl").read_text().splitlines()]
+    assert (done.returncode, attempt["exit_code"], attempt["ended"]) == (124, 124, "failed")
+    assert attempt["failed_node"] == failed_node
+
+
 @pytest.mark.parametrize("failure, log_line, why", [
     ("srun: error: node1: task 1: Exited with exit code 78", "", "a rank exited 78: the program asked not to be"),
     ("srun: error: node1: tasks 0-3: Exited with exit code 2", "", "a rank exited 2: bad usage or configuration"),
@@ -335,4 +366,5 @@ def test_on_gpu_nodes_xla_ends_a_collective_nobody_joins_after_the_hang_watch(tm
 def test_the_hang_watch_off_renders_no_xla_timeout():
     text = render_sbatch(JobSpec(command=("python", "t.py"), env=(("HPCJAX_HANG_CEILING", "0"),)))
     assert "xla_gpu_nccl_termination_timeout_seconds" not in text
-    assert 'rm -f "$HPCJAX_LOG_DIR/${SLURM_JOB_ID}-hang" "$HPCJAX_LOG_DIR/${SLURM_JOB_ID}-rank"*.hang.json' in text
+    assert ('rm -f "$HPCJAX_LOG_DIR/${SLURM_JOB_ID}-hang" "$HPCJAX_LOG_DIR/${SLURM_JOB_ID}-hang-nodes" \\\n'
+            '  "$HPCJAX_LOG_DIR/${SLURM_JOB_ID}-rank"*.hang.json') in text

@@ -14,6 +14,7 @@ import pytest
 
 from conftest import run_hpcjax
 from hpcjax.follow import stacks
+from hpcjax.protocol.stackgroups import groups
 from hpcjax.rank.watch import stacks as node
 
 PROGRAM = """
@@ -44,13 +45,13 @@ def entry(rank, *names, host="n1"):
 def test_ranks_with_the_same_stack_are_one_group_and_the_odd_one_comes_first():
     entries = [entry(r, "all_reduce", "train_step") for r in (0, 1, 2, 4, 5, 6, 7)] + [entry(3, "sleep", "load")]
     entries.append({"rank": 8, "host": "n2", "error": "pid 9: Permission denied", "hint": "ptrace"})
-    found = stacks.groups(entries)
+    found = groups(entries)
     assert [ranks for ranks, _ in found] == [[3], [0, 1, 2, 4, 5, 6, 7]]
     text = stacks.report("42", entries, 1.25)
     assert text.index("ranks 3 (n1): sleep (t.py:0) <- load (t.py:1)") < text.index("ranks 0-2,4-7 (n1): all_reduce")
     assert "rank 8 on n2: pid 9: Permission denied\n  hint: ptrace" in text
     # --all: the background threads differ on every rank, so every rank is its own group
-    assert len(stacks.groups(entries, all_threads=True)) == 8
+    assert len(groups(entries, all_threads=True)) == 8
 
 
 def start_ranks(tmp_path, count, odd, env_of):

@@ -114,6 +114,24 @@ def test_a_pause_inside_hold_and_the_time_after_close_are_not_watched(stalls, na
     assert not (logs / "77-hang").exists()
 
 
+def test_the_rank_that_saw_the_hang_names_the_held_ranks_node_not_its_own(tmp_path):
+    """CI 48: rank 0, waiting on node1, saw the hang first, and the attempt's record named node1.
+    Its watch now judges every rank's answer before it ends the job: the held rank is rank 3, on node2."""
+    from hpcjax.rank.watch.hangwatch import Watch
+
+    for rank, step in enumerate((12, 12, 12, 11)):
+        answer = {"rank": rank, "host": f"node{1 + rank // 2}", "step": step, "threads": []}
+        (tmp_path / f"77-rank{rank}.hang.json").write_text(json.dumps(answer) + "\n")
+    watch = Watch(HangSettings.from_env({}), {"SLURM_JOB_ID": "77", "SLURM_PROCID": "0", "SLURM_NTASKS": "4",
+                                              "SLURMD_NODENAME": "node1", "HPCJAX_LOG_DIR": str(tmp_path)})
+    watch._write_blame()
+    assert (tmp_path / "77-hang-nodes").read_text() == "node2\n"
+    (tmp_path / "77-rank3.hang.json").write_text('{"rank": 3, "host": "no')  # cut off as its node went down
+    watch._write_blame()  # rank 3 is held (it did not answer) but left no node to name
+    assert (tmp_path / "77-hang-nodes").read_text() == "\n"
+    assert sorted(p.name for p in tmp_path.iterdir())[-1] == "77-rank3.hang.json"  # no partial file left
+
+
 def local_job(tmp_path, mode: str):
     spec = JobSpec(command=(sys.executable, PROGRAM, mode), layout=Layout(nodes=2, gpus_per_node=2),
                    output_dir=str(tmp_path / "logs"), env=tuple(FAST.items()), time="00:05:00")
@@ -132,6 +150,8 @@ def test_a_rank_that_does_not_reach_the_step_the_others_reached_is_named_with_it
     assert (held.rank, held.host) == (3, "local1")
     assert "hung: did not reach step 12, which rank(s) 0-2 reached (rank 3 at step 11)" in held.reason
     assert "load_next_batch" in held.reason
+    # the rank that saw the hang judged it the same way before it ended the job (its verdict, for SLURM's record)
+    assert (tmp_path / "logs" / f"{run.job_id}-hang-nodes").read_text() == "local1\n"
     assert outcome.stopped == (0, 1, 2) and outcome.stopped_by == "hpcjax's hang watch"
     assert outcome.cause.cause == "hang"
     report = outcome.report()

@@ -14,7 +14,9 @@ directory; every rank's watch looks for that marker at each poll, so all of them
 stuck elsewhere too, while Python can still run a thread) write their last step and the
 stacks of all their threads (`RANK_HANG`, the shape py-spy gives `hpcjax stacks`) and print
 them to their log. The rank that created the marker waits until every rank has written (at
-most GRACE_S) and exits with STUCK_EXIT_CODE, so srun (or the local backend) ends the others;
+most GRACE_S), judges which rank(s) held the others (hpcjax.protocol.hangblame: their nodes,
+`HANG_NODES`, are the attempt's failed node) and exits with STUCK_EXIT_CODE, so srun (or the
+local backend) ends the others;
 each of the others exits by itself after twice that, should that not happen. A rank that
 holds Python's lock in native code cannot answer: the report says it did not.
 
@@ -31,7 +33,7 @@ import threading
 import time
 from pathlib import Path
 
-from hpcjax.protocol import contract
+from hpcjax.protocol import contract, hangblame
 from hpcjax.protocol.timeouts import GRACE_S, HangSettings
 
 
@@ -159,9 +161,13 @@ class Watch:
         self._write_state(idle, seen_here, threads)
         if self.log_dir is None:
             os._exit(contract.STUCK_EXIT_CODE)
-        deadline = time.monotonic() + (GRACE_S if first else 2 * GRACE_S)
-        while time.monotonic() < deadline and not (first and self._everyone_wrote()):
+        if not first:  # the first one's end ends the job; this one ends by itself, should that not happen
+            time.sleep(2 * GRACE_S)
+            os._exit(contract.STUCK_EXIT_CODE)
+        deadline = time.monotonic() + GRACE_S
+        while time.monotonic() < deadline and not self._everyone_wrote():
             time.sleep(0.2)
+        self._write_blame()  # before its end, which may tear down the others' collective (CI 39)
         os._exit(contract.STUCK_EXIT_CODE)
 
     def _create_marker(self) -> bool:
@@ -191,6 +197,19 @@ class Watch:
         partial = path.with_name(path.name + f".{os.getpid()}.tmp")
         try:
             partial.write_text(json.dumps(state) + "\n")
+            os.replace(partial, path)
+        except OSError as error:
+            print(f"hpcjax: process {self.rank}: could not write {path}: {error}", file=sys.stderr, flush=True)
+
+    def _write_blame(self) -> None:
+        """The held rank(s)' nodes, for the batch script's record of the attempt (contract.HANG_NODES),
+        judged from what every rank that answered left."""
+        path = self._path(contract.HANG_NODES)
+        entries = hangblame.answers(lambda rank: _text(self._path(contract.RANK_HANG, rank)), self.ranks)
+        held_by, _why = hangblame.blame(entries, self.ranks)
+        partial = path.with_name(path.name + f".{os.getpid()}.tmp")
+        try:
+            partial.write_text(",".join(hangblame.nodes(entries, held_by)) + "\n")
             os.replace(partial, path)
         except OSError as error:
             print(f"hpcjax: process {self.rank}: could not write {path}: {error}", file=sys.stderr, flush=True)
@@ -233,3 +252,10 @@ def close() -> None:
 def hold():
     """`with hold():` around a pause on purpose (a save, an evaluation): the watch waits."""
     return watch().hold()
+
+
+def _text(path: Path) -> str | None:
+    try:
+        return path.read_text()
+    except OSError:
+        return None
