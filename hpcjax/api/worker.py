@@ -17,7 +17,7 @@ import sys
 import traceback
 from pathlib import Path
 
-from hpcjax.protocol import contract, rundir
+from hpcjax.protocol import contract, placement, rundir
 from hpcjax.api import folder, session
 
 EXIT_RAISED = 1
@@ -95,7 +95,7 @@ def main(argv: list[str]) -> int:
         text = (f"SystemExit: {stop.code!r} (the function called sys.exit instead of returning: no value came "
                 "back)")
         print(text, file=sys.stderr, flush=True)
-        outcome = ("error", text, None, {"rank": rank, "host": contract.node_name()})
+        outcome = ("error", text, None, {"rank": rank, "host": placement.node_name()})
     except Exception as error:  # the caller gets it, with the rank and node it happened on
         text = user_traceback(error)
         print(text, file=sys.stderr, flush=True)
@@ -103,7 +103,7 @@ def main(argv: list[str]) -> int:
             exception = cloudpickle.dumps(error)
         except Exception:  # not every exception pickles; the traceback text always travels
             exception = None
-        outcome = ("error", text, exception, {"rank": rank, "host": contract.node_name()})
+        outcome = ("error", text, exception, {"rank": rank, "host": placement.node_name()})
         code = EXIT_RAISED
     try:
         with temporary_save_path(result) as tmp:  # written whole, then moved: never half a result
@@ -111,7 +111,7 @@ def main(argv: list[str]) -> int:
     except Exception as error:  # a return value that does not pickle: say so instead
         text = f"the return value of rank {rank} could not be pickled: {error!r}"
         with temporary_save_path(result) as tmp:
-            cloudpickle_dump(("error", text, None, {"rank": rank, "host": contract.node_name()}), tmp)
+            cloudpickle_dump(("error", text, None, {"rank": rank, "host": placement.node_name()}), tmp)
         return EXIT_RAISED
     return code
 

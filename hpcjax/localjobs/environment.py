@@ -10,7 +10,7 @@ import shutil
 import socket
 from pathlib import Path
 
-from hpcjax.protocol import contract
+from hpcjax.protocol import contract, placement
 from hpcjax.values import jobid, shellword
 from hpcjax.containers import binds
 from hpcjax.values.errors import UsageError
@@ -51,7 +51,7 @@ def rank_environment(spec: JobSpec, job_id: str, rank: int, port: int) -> dict[s
     for key, value in spec.env:  # in order, as the batch script exports them
         env[key] = shellword.expand(value, env)
     env.update(layout.env())
-    env.update({contract.PLATFORM_ENV: "cpu", contract.NODE_NAME_ENV: contract.local_node_name(rank, layout),
+    env.update({contract.PLATFORM_ENV: "cpu", contract.NODE_NAME_ENV: placement.local_node_name(rank, layout),
                 contract.LOG_DIR_ENV: str(Path(spec.output_dir).resolve())})
     env.update(
         SUBMITIT_LOCAL_JOB_ID=array_job, SUBMITIT_LOCAL_NTASKS=str(layout.num_processes),

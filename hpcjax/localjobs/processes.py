@@ -21,7 +21,7 @@ import threading
 import time
 from pathlib import Path
 
-from hpcjax.protocol import contract
+from hpcjax.protocol import contract, placement
 from hpcjax.values import jobid
 from hpcjax.catalog import keep, records
 from hpcjax.values.errors import HpcjaxError
@@ -216,14 +216,14 @@ class LocalRun(Run):
         return self.final
 
     def hosts(self) -> dict[int, str]:
-        return {rank: contract.local_node_name(rank, self.layout) for rank in range(self.num_ranks)}
+        return {rank: placement.local_node_name(rank, self.layout) for rank in range(self.num_ranks)}
 
     def _finish(self, state: str) -> Outcome:
         record = self.record or {}
         codes = {int(r): c for r, c in record.get("exit_codes", {}).items()} or \
             {rank: proc.returncode for rank, proc in self.procs.items()}
         causes = self.causes or record.get("causes", [])
-        events = [TaskEvent((rank,), contract.local_node_name(rank, self.layout), exit_words(code),
+        events = [TaskEvent((rank,), placement.local_node_name(rank, self.layout), exit_words(code),
                             before_stop=rank in causes)
                   for rank, code in sorted(codes.items()) if code not in (None, 0)]
         note = {"TIMEOUT": f"the time limit ({self.limit_s or '?'} s) was reached: every rank was stopped",

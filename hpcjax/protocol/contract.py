@@ -22,8 +22,6 @@ LAYOUT_ENV = (NODES_ENV, GPUS_PER_NODE_ENV, GPUS_PER_PROCESS_ENV)
 # Set by the local backend: its ranks run on the CPU, and name the node they emulate.
 PLATFORM_ENV = "HPCJAX_PLATFORM"
 NODE_NAME_ENV = "HPCJAX_NODE_NAME"
-# A node's name as the job followers know it: SLURM's, else the local backend's.
-NODE_NAME_VARS = ("SLURMD_NODENAME", NODE_NAME_ENV)
 # The job's log directory, absolute, as the batch script resolved it (containers bind it).
 LOG_DIR_ENV = "HPCJAX_LOG_DIR"
 # JAX's persistent compilation cache of any program using hpcjax's initialize.
@@ -164,19 +162,6 @@ class Layout:
         return Layout(nodes=int(values[0]), gpus_per_node=int(values[1]), gpus_per_process=int(values[2]))
 
 
-def node_name(environ=os.environ) -> str:
-    """This process's node as `hpcjax status` and the failure report name it."""
-    import socket  # here, not at the top: every verb imports this module, few ask the node's name
-
-    return next((environ[v] for v in NODE_NAME_VARS if environ.get(v)), socket.gethostname())
-
-
-def slurm_node_name(environ=os.environ) -> str | None:
-    """The node as SLURM names it, in a process SLURM started (None elsewhere): several slurmd
-    may share one host, so a host's processes are told apart by it."""
-    return environ.get(NODE_NAME_VARS[0]) or None
-
-
 def derived_port(job: int, step: int, restarts: int = 0) -> int:
     """The coordinator's port of a job's step in its attempt (restarts: SLURM_RESTART_COUNT)."""
     return PORT_BASE + PORT_STEPS * (job % PORT_JOBS) + (step + ATTEMPT_STRIDE * restarts) % PORT_STEPS
@@ -288,9 +273,3 @@ def rank_of_log(name: str, job_id: str) -> int | None:
     pattern = re.escape(RANK_LOG).replace("%j", re.escape(str(job_id))).replace("%t", r"(\d+)")
     match = re.fullmatch(pattern, name)
     return int(match.group(1)) if match else None
-
-
-def local_node_name(rank: int, layout: Layout) -> str:
-    """The node a rank of the local backend stands for: block placement, as srun's."""
-    return f"local{layout.node_of(rank)}"
-

@@ -62,9 +62,11 @@ def silent_ranks(entries: list[dict], ranks: int) -> tuple[int, ...]:
     return tuple(r for r in range(ranks) if r not in answered)
 
 
-def nodes(entries: list[dict], held_by: tuple[int, ...]) -> list[str]:
-    """The nodes of the held ranks that answered, each once (a silent rank left no node)."""
-    return sorted({e["host"] for e in entries if e["rank"] in held_by and e.get("host")})
+def nodes(entries: list[dict], held_by: tuple[int, ...], node_of: Callable[[int], str | None]) -> list[str]:
+    """The held ranks' nodes, each once: the one each answered from, else node_of(rank) (a rank that
+    left nothing: where the job's layout placed it, placement.rank_node)."""
+    answered = {e["rank"]: e.get("host") for e in entries}
+    return sorted({node for rank in held_by if (node := answered.get(rank) or node_of(rank))})
 
 
 def _outside_jax(found: list) -> list:

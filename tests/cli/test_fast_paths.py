@@ -29,7 +29,8 @@ FOLLOW = {"hpcjax.follow", "hpcjax.follow.progress", "hpcjax.follow.hangs", "hpc
           "hpcjax.protocol.statuses"}
 CATALOG = {"hpcjax.catalog", "hpcjax.catalog.db", "hpcjax.catalog.keep", "hpcjax.catalog.records"}
 LOCAL = {"hpcjax.backends", "hpcjax.backends.local", "hpcjax.localjobs", "hpcjax.localjobs.chains",
-         "hpcjax.localjobs.environment", "hpcjax.localjobs.processes", "hpcjax.localjobs.queue"}
+         "hpcjax.localjobs.environment", "hpcjax.localjobs.processes", "hpcjax.localjobs.queue",
+         "hpcjax.protocol.placement"}
 JOB_VERBS = {"hpcjax.cli.jobs", "hpcjax.cli.kinds", "hpcjax.cli.outputs", "hpcjax.job.profiles",
              "hpcjax.hosts.cluster", "hpcjax.launch"}
 ALLOWED = {

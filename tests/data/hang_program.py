@@ -13,7 +13,8 @@ so the job's status was 134; "behind-seen-elsewhere": "behind", but the hang is 
 the other node (the ranks of node2 watch with a floor 3 s longer: CI 48, where a waiting rank's
 watch saw it first and the attempt's record named its node, not the held rank's), and rank 2
 aborts the moment the rank that saw the hang has judged it (its verdict), just before that rank
-ends (whose end tore down the collective in CI 39)."""
+ends (whose end tore down the collective in CI 39); "native": rank 3 sleeps before it starts
+step 12 in C code that holds Python's lock (a PyDLL call), so its own watch cannot answer."""
 import glob, os, sys, threading, time
 import numpy as np
 from jax.experimental import multihost_utils
@@ -26,6 +27,9 @@ denv = initialize()
 mode, rank = sys.argv[1], denv.process_id
 def load_next_batch():
     time.sleep(3600)
+def load_in_native_code_holding_the_lock():
+    import ctypes
+    ctypes.PyDLL(None).sleep(3600)
 def all_reduce(step):
     return multihost_utils.process_allgather(np.int32(step)).sum()
 def abort_once_every_rank_answered_the_hang_watch():
@@ -51,6 +55,8 @@ if mode == "exit":
 for step in range(40 if mode in ("irregular", "behind-once", "exit") else 1000):
     if (mode in ("behind", "behind-abort", "behind-seen-elsewhere") or once) and rank == 3 and step == 12:
         load_next_batch()
+    if mode == "native" and rank == 3 and step == 12:
+        load_in_native_code_holding_the_lock()
     progress(step)
     if mode == "same" and rank == 3 and step == 12:
         load_next_batch()

@@ -122,12 +122,17 @@ def test_the_rank_that_saw_the_hang_names_the_held_ranks_node_not_its_own(tmp_pa
     for rank, step in enumerate((12, 12, 12, 11)):
         answer = {"rank": rank, "host": f"node{1 + rank // 2}", "step": step, "threads": []}
         (tmp_path / f"77-rank{rank}.hang.json").write_text(json.dumps(answer) + "\n")
-    watch = Watch(HangSettings.from_env({}), {"SLURM_JOB_ID": "77", "SLURM_PROCID": "0", "SLURM_NTASKS": "4",
-                                              "SLURMD_NODENAME": "node1", "HPCJAX_LOG_DIR": str(tmp_path)})
-    watch._write_blame()
+    environ = {"SLURM_JOB_ID": "77", "SLURM_PROCID": "0", "SLURM_NTASKS": "4", "SLURMD_NODENAME": "node1",
+               "HPCJAX_LOG_DIR": str(tmp_path)}
+    Watch(HangSettings.from_env({}), environ)._write_blame()
     assert (tmp_path / "77-hang-nodes").read_text() == "node2\n"
-    (tmp_path / "77-rank3.hang.json").write_text('{"rank": 3, "host": "no')  # cut off as its node went down
-    watch._write_blame()  # rank 3 is held (it did not answer) but left no node to name
+    # rank 3 held Python's lock in native code (it could not answer), or its file was cut off: it is
+    # held as the one that did not answer, on the node the job's layout placed it
+    (tmp_path / "77-rank3.hang.json").write_text('{"rank": 3, "host": "no')
+    layout = {"HPCJAX_NODES": "2", "HPCJAX_GPUS_PER_NODE": "2", "HPCJAX_GPUS_PER_PROCESS": "1"}
+    Watch(HangSettings.from_env({}), {**environ, **layout, "SLURM_STEP_NODELIST": "node[1-2]"})._write_blame()
+    assert (tmp_path / "77-hang-nodes").read_text() == "node2\n"
+    Watch(HangSettings.from_env({}), environ)._write_blame()  # no layout to place it: no node to name
     assert (tmp_path / "77-hang-nodes").read_text() == "\n"
     assert sorted(p.name for p in tmp_path.iterdir())[-1] == "77-rank3.hang.json"  # no partial file left
 
@@ -170,6 +175,17 @@ def test_a_rank_that_aborts_once_the_hang_is_declared_leaves_the_hang_as_the_job
     assert (outcome.state, outcome.exit_code, outcome.cause.cause) == ("FAILED", 124, "hang"), outcome.report()
     assert [(f.rank, f.host) for f in outcome.failed] == [(3, "local1")], outcome.report()
     assert "task 2: Killed by signal SIGABRT" in outcome.report()  # rank 2's end is still said, as what followed
+
+
+@pytest.mark.jax
+def test_a_rank_stuck_in_native_code_holding_pythons_lock_is_named_with_its_node(tmp_path, hpcjax_home):
+    """Rank 3 cannot run its watch (it holds Python's lock in C): the others answer, and the rank that
+    saw the hang names it, on the node the layout placed it, after waiting for it (GRACE_S)."""
+    run, outcome, _ = local_job(tmp_path, "native")
+    assert (outcome.state, outcome.exit_code, outcome.cause.cause) == ("FAILED", 124, "hang"), outcome.report()
+    [held] = outcome.failed
+    assert (held.rank, held.host) == (3, "local1") and "did not answer the hang watch" in held.reason
+    assert (tmp_path / "logs" / f"{run.job_id}-hang-nodes").read_text() == "local1\n"
 
 
 @pytest.mark.jax

@@ -157,3 +157,19 @@ def test_every_value_says_where_it_came_from():
     assert "SLURM_PROCID" in text and "emulated" in text
     assert set(env.sources) == {"num_processes", "process_id", "coordinator", "devices_per_process",
                                 "platform", "local_device_ids"}
+
+
+@pytest.mark.parametrize("environ, rank, node", [
+    ({**step(0, 0, 8, "rack[1-2]-n[01-02]"), **layout(4, 4, 2)}, 5, "rack2-n01"),  # 2 tasks per node: the 3rd node
+    ({**step(0, 0, 4, "node[1-2]"), **layout(2, 2, 1)}, 3, "node2"),
+    ({"SLURM_JOB_NODELIST": "node[3-4]", **layout(2, 2, 1)}, 1, "node3"),  # no step's list: the job's
+    ({**step(0, 0, 4, "node[1-2]"), **layout(2, 2, 1)}, 7, None),  # beyond the list
+    ({**step(0, 0, 4, "node[1-2"), **layout(2, 2, 1)}, 3, None),  # not a nodelist
+    (step(0, 0, 4, "node[1-2]"), 3, None),  # no layout exported
+    ({**step(0, 0, 4, "localhost"), **layout(2, 2, 1), "HPCJAX_NODE_NAME": "local0"}, 3, "local1"),  # local backend
+])
+def test_another_ranks_node_is_where_the_layout_places_it(environ, rank, node):
+    """What the hang watch names for a held rank that could not answer (hpcjax.protocol.hangblame)."""
+    from hpcjax.protocol.placement import rank_node
+
+    assert rank_node(rank, environ) == node

@@ -16,7 +16,7 @@ import socket
 
 import numpy as np
 
-from hpcjax.protocol import contract
+from hpcjax.protocol import placement
 from hpcjax.values.sizes import format_bytes
 from hpcjax.rank.start.mapping import DistributedEnv
 from hpcjax.rank.prove.pairs import check_pairs, timed
@@ -28,7 +28,7 @@ def _base(check: str, denv: DistributedEnv) -> dict:
     import jax
 
     return {"check": check, "rank": jax.process_index(), "processes": jax.process_count(),
-            "node": contract.node_name(), "host": socket.gethostname()}
+            "node": placement.node_name(), "host": socket.gethostname()}
 
 
 def check_devices(denv: DistributedEnv) -> dict:

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from hpcjax.protocol import contract
+from hpcjax.protocol import contract, placement
 from hpcjax.rank.prove import gpuhealth
 from hpcjax.rank.prove.pairs import check_pairs, process_nodes, timed
 from hpcjax.protocol.preflight_rules import Floors, verdict
@@ -57,7 +57,7 @@ def run(denv, floors: Floors, directory: str | None = None, spares: int = 0) -> 
     started = time.monotonic()
     platform = jax.devices()[0].platform
     platform = "gpu" if platform in ("gpu", "cuda", "rocm") else "cpu"
-    node = contract.node_name()
+    node = placement.node_name()
     names = process_nodes(node)
     mine = {"rank": jax.process_index(), "node": node, "devices": jax.local_device_count(),
             "expected": denv.devices_per_process, "kinds": [d.device_kind for d in jax.local_devices()]}

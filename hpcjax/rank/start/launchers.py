@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Mapping
 
 from hpcjax.protocol.contract import RESTART_COUNT, derived_port
+from hpcjax.protocol.placement import step_nodelist
 from hpcjax.values.errors import LayoutError
 from hpcjax.values.nodelist import expand_hostlist
 
@@ -24,8 +25,6 @@ JAX_PROCESS_ID = "JAX_PROCESS_ID"
 # What srun sets for every task of a step.
 SLURM_JOB_ID = "SLURM_JOB_ID"
 SLURM_STEP_ID = "SLURM_STEP_ID"
-SLURM_STEP_NODELIST = "SLURM_STEP_NODELIST"
-SLURM_JOB_NODELIST = "SLURM_JOB_NODELIST"
 SLURM_STEP_NUM_TASKS = "SLURM_STEP_NUM_TASKS"
 SLURM_STEP_NUM_NODES = "SLURM_STEP_NUM_NODES"
 SLURM_NTASKS = "SLURM_NTASKS"
@@ -99,8 +98,7 @@ def read_srun_step(environ: Mapping[str, str]) -> Reading:
     reading = _from_env(environ, num_processes=SLURM_NTASKS, process_id=SLURM_PROCID, local_rank=SLURM_LOCALID,
                         num_nodes=SLURM_STEP_NUM_NODES)
     reading.update(_from_env(environ, num_processes=SLURM_STEP_NUM_TASKS))  # the step's count wins the job's
-    nodelist_var = SLURM_STEP_NODELIST if environ.get(SLURM_STEP_NODELIST) else SLURM_JOB_NODELIST
-    nodelist = environ.get(nodelist_var, "")
+    nodelist_var, nodelist = step_nodelist(environ)
     if nodelist:
         reading["coordinator_host"] = Sourced(expand_hostlist(nodelist)[0], f"first host of {nodelist_var}={nodelist}")
     job, step = env_int(environ, SLURM_JOB_ID) or 0, env_int(environ, SLURM_STEP_ID) or 0

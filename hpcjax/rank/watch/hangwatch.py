@@ -33,7 +33,7 @@ import threading
 import time
 from pathlib import Path
 
-from hpcjax.protocol import contract, hangblame
+from hpcjax.protocol import contract, hangblame, placement
 from hpcjax.protocol.timeouts import GRACE_S, HangSettings
 
 
@@ -64,7 +64,8 @@ class Watch:
         self.settings = settings
         self.rank = int(environ.get("SLURM_PROCID", "0") or 0)
         self.ranks = int(environ.get("SLURM_NTASKS", "1") or 1)
-        self.host = contract.node_name(environ)
+        self.host = placement.node_name(environ)
+        self.environ = environ  # where the layout places the other ranks, for the verdict
         self.job = contract.job_key(environ)
         log_dir = environ.get(contract.LOG_DIR_ENV, "")
         self.log_dir = Path(log_dir) if log_dir and self.job else None
@@ -209,7 +210,7 @@ class Watch:
         held_by, _why = hangblame.blame(entries, self.ranks)
         partial = path.with_name(path.name + f".{os.getpid()}.tmp")
         try:
-            partial.write_text(",".join(hangblame.nodes(entries, held_by)) + "\n")
+            partial.write_text(",".join(hangblame.nodes(entries, held_by, lambda rank: placement.rank_node(rank, self.environ))) + "\n")
             os.replace(partial, path)
         except OSError as error:
             print(f"hpcjax: process {self.rank}: could not write {path}: {error}", file=sys.stderr, flush=True)

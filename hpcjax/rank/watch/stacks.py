@@ -27,7 +27,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from hpcjax.protocol import contract
+from hpcjax.protocol import contract, placement
 from hpcjax.values import jsonlines
 
 PY_SPY_ENV = "HPCJAX_PY_SPY"  # the py-spy binary, when it is not on PATH nor beside this Python
@@ -62,7 +62,7 @@ def parent_of(pid: int) -> int:
 def rank_processes(job_id: str, own_step: str | None) -> dict[int, list[int]]:
     """rank -> its processes on this node, topmost first. Where several slurmd share one host
     (a test cluster) a node's ranks are those SLURM started as this node."""
-    node = contract.slurm_node_name()
+    node = placement.slurm_node_name()
     found: dict[int, dict[int, int]] = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit() or int(entry.name) == os.getpid():
@@ -70,7 +70,7 @@ def rank_processes(job_id: str, own_step: str | None) -> dict[int, list[int]]:
         env = environ_of(int(entry.name))
         if job_id not in (env.get("SLURM_JOB_ID"), contract.job_key(env)) or not env.get("SLURM_PROCID", "").isdigit():
             continue  # not a rank of this job (an array element is named A_i, as its logs are)
-        if node and contract.slurm_node_name(env) not in (None, node):
+        if node and placement.slurm_node_name(env) not in (None, node):
             continue
         step = env.get("SLURM_STEP_ID")
         if own_step is not None and (step is None or step == own_step or not step.isdigit()):
@@ -104,7 +104,7 @@ def dump(pid: int, native: bool) -> tuple[list | None, str]:
 
 
 def node_stacks(job_id: str, own_step: str | None, native: bool = False) -> list[dict]:
-    host = contract.node_name()
+    host = placement.node_name()
     if py_spy() is None:
         return [{"host": host, "error": f"py-spy is not installed on {host}",
                  "hint": f"pip install py-spy into the Python the nodes use (or set {PY_SPY_ENV})"}]
@@ -132,7 +132,7 @@ def main(argv: list[str]) -> int:
         print("usage: python -m hpcjax.rank.watch.stacks JOBID [--native]", file=sys.stderr)
         return 2
     own_step = os.environ.get("SLURM_STEP_ID") if os.environ.get("SLURM_JOB_ID") == argv[0] else None
-    sender = re.sub(r"[^A-Za-z0-9_.:-]", "_", contract.node_name())
+    sender = re.sub(r"[^A-Za-z0-9_.:-]", "_", placement.node_name())
     for number, entry in enumerate(node_stacks(argv[0], own_step, native="--native" in argv)):
         for line in jsonlines.frame(entry, sender, number):
             sys.stdout.write(line + "\n")  # one write per line: srun passes whole short lines
