@@ -31,7 +31,7 @@ from hpcjax.train.shardings import describe_mesh
 from hpcjax.train.step import StepProgram, build_program, learning_rate, node_of
 from hpcjax.train.stop import StepProgress, StopRequest
 from hpcjax.train.warm import compiled_program
-from hpcjax.protocol.contract import node_name
+from hpcjax.protocol.placement import node_name
 
 
 def say_on_process_0(text: str) -> None:
