@@ -1,7 +1,7 @@
 """Which rank(s) held the others in a hang, from what every rank left when the hang watch
 ended the job (hpcjax.rank.watch.hangwatch: each rank's last step and stacks). The rank that saw
 the hang judges it before it ends the job, so that the batch script's record of the attempt
-names the held rank's node, not its own (CI 48: the watch of a rank that waited saw the hang
+names the held rank's node, not its own (stop 60's CI: the watch of a rank that waited saw the hang
 first); the failure report judges the same evidence again (hpcjax.follow.hangs). Standard
 library only.
 

@@ -10,7 +10,7 @@ aborts (134) the moment every rank has answered the hang watch (its file), just 
 rank ends: as two waiting ranks did in CI 39 when the hung rank's end tore down Gloo's collective
 under them ("op.preamble.length <= op.nbytes": std::terminate), and srun named the abort first,
 so the job's status was 134; "behind-seen-elsewhere": "behind", but the hang is seen first on
-the other node (the ranks of node2 watch with a floor 3 s longer: CI 48, where a waiting rank's
+the other node (the ranks of node2 watch with a floor 3 s longer: stop 60's CI, where a waiting rank's
 watch saw it first and the attempt's record named its node, not the held rank's), and rank 2
 aborts the moment the rank that saw the hang has judged it (its verdict), just before that rank
 ends (whose end tore down the collective in CI 39); "native": rank 3 sleeps before it starts

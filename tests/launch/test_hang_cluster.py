@@ -48,7 +48,7 @@ def test_hpcjax_train_whose_rank_3_stops_before_step_12_ends_naming_rank_3(tmp_p
 def test_a_hang_seen_on_another_node_and_a_rank_that_aborts_leave_124_on_the_held_ranks_node(tmp_path, slurm_cluster,
                                                                                              hpcjax_home):
     """CI 39: two of the waiting ranks aborted (Gloo's collective torn down under them) and srun named
-    that first, so the job ended 134. CI 48: a waiting rank on node1 saw the hang first, and the
+    that first, so the job ended 134. Stop 60's CI: a waiting rank on node1 saw the hang first, and the
     attempt's record named node1, not the held rank's node2. Here node1's ranks see the hang first
     (node2's watch with a longer floor) and rank 2 aborts once it is judged, just before the rank that
     saw it ends: the job ends 124 on the hung rank's node, for sacct, hpcjax and the attempt's

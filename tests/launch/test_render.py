@@ -240,7 +240,7 @@ def test_the_first_task_that_failed_gives_the_job_its_status_not_sruns_highest(t
 
 
 @pytest.mark.parametrize("verdict, failed_node", [
-    ("node2\n", "node2"),  # the held rank's node, though a rank on node1 saw the hang (CI 48)
+    ("node2\n", "node2"),  # the held rank's node, though a rank on node1 saw the hang (stop 60's CI)
     ("node2,node3\n", "node2,node3"),  # held ranks on two nodes
     ("\n", ""),  # no rank stood out: no node is blamed
     (None, ""),  # the rank that saw the hang ended before it judged

@@ -115,7 +115,7 @@ def test_a_pause_inside_hold_and_the_time_after_close_are_not_watched(stalls, na
 
 
 def test_the_rank_that_saw_the_hang_names_the_held_ranks_node_not_its_own(tmp_path):
-    """CI 48: rank 0, waiting on node1, saw the hang first, and the attempt's record named node1.
+    """Stop 60's CI: rank 0, waiting on node1, saw the hang first, and the attempt's record named node1.
     Its watch now judges every rank's answer before it ends the job: the held rank is rank 3, on node2."""
     from hpcjax.rank.watch.hangwatch import Watch
 
