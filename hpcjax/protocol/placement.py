@@ -15,7 +15,7 @@ NODE_NAME_VARS = ("SLURMD_NODENAME", NODE_NAME_ENV)
 
 def node_name(environ=os.environ) -> str:
     """This process's node as `hpcjax status` and the failure report name it."""
-    import socket  # here, not at the top: every verb imports this module, few ask the node's name
+    import socket  # here, not at the top: the local backend's verbs import this module, few ask the node's name
 
     return next((environ[v] for v in NODE_NAME_VARS if environ.get(v)), socket.gethostname())
 

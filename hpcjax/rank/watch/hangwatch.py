@@ -208,9 +208,10 @@ class Watch:
         path = self._path(contract.HANG_NODES)
         entries = hangblame.answers(lambda rank: _text(self._path(contract.RANK_HANG, rank)), self.ranks)
         held_by, _why = hangblame.blame(entries, self.ranks)
+        nodes = hangblame.nodes(entries, held_by, lambda rank: placement.rank_node(rank, self.environ))
         partial = path.with_name(path.name + f".{os.getpid()}.tmp")
         try:
-            partial.write_text(",".join(hangblame.nodes(entries, held_by, lambda rank: placement.rank_node(rank, self.environ))) + "\n")
+            partial.write_text(",".join(nodes) + "\n")
             os.replace(partial, path)
         except OSError as error:
             print(f"hpcjax: process {self.rank}: could not write {path}: {error}", file=sys.stderr, flush=True)
