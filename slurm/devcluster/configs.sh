@@ -1,15 +1,23 @@
 #!/usr/bin/env bash
-# Write slurm.conf, gres.conf and slurmdbd.conf into $1 from NODES GPUS CPUS HOST DIR PORT_BASE.
+# Write slurm.conf, gres.conf and slurmdbd.conf into $1 from NODES GPUS CPUS HOST DIR PORT_BASE, and
+# for a release other than 22.05 (up.sh --release) CLUSTER, RELEASE (24.11, ...), DB_PORT (the one
+# MariaDB, the 22.05 cluster's) and STRICT (1: the strict site, below).
 # Beside the NODES of the default partition "gpu" (untyped gpu:GPUS), one more node, "the typed node",
 # is the partition "a100" alone: 2 GPUs typed a100 and a time limit of an hour, as a site's second
 # partition would be (--gpu-type, a partition's limits and `hpcjax site`'s reading of them run for real).
 set -euo pipefail
 out=$1
+CLUSTER=${CLUSTER:-hpcjaxdev}
+RELEASE=${RELEASE:-22.05}
+DB_PORT=${DB_PORT:-$((PORT_BASE + 3))}
+STRICT=${STRICT:-}
+database=slurm_acct_db
+[[ $CLUSTER == hpcjaxdev ]] || database=slurm_acct_db_$CLUSTER  # one database per cluster
 last_port=$((PORT_BASE + 100 + NODES - 1))
 typed=node$((NODES + 1))
 cat >"$out/slurm.conf" <<CONF
 # Written by hpcjax slurm/devcluster/up.sh; regenerated on every start.
-ClusterName=hpcjaxdev
+ClusterName=$CLUSTER
 SlurmctldHost=$HOST(127.0.0.1)
 SlurmctldPort=$PORT_BASE
 SlurmdPort=$((PORT_BASE + 1))
@@ -79,8 +87,41 @@ LogFile=$DIR/log/slurmdbd.log
 PidFile=$DIR/run/slurmdbd.pid
 StorageType=accounting_storage/mysql
 StorageHost=127.0.0.1
-StoragePort=$((PORT_BASE + 3))
+StoragePort=$DB_PORT
 StorageUser=slurm
 StoragePass=slurmdev
-StorageLoc=slurm_acct_db
+StorageLoc=$database
 CONF
+# slurmd from 23.02 on refuses to start without a cgroup plugin ("Unable to initialize cgroup
+# plugin"), even with proctrack/linuxproc and task/none, unless cgroup.conf disables it.
+if [[ ${RELEASE%%.*} -ge 23 ]]; then
+  echo "CgroupPlugin=disabled" >"$out/cgroup.conf"
+fi
+# The strict site: SLURM itself refuses a job without a valid association (account, user, partition)
+# or over its QOS, and a submit filter refuses a job without --time and gives one without --qos the
+# site's default (job_submit.lua beside slurm.conf). up.sh adds the accounts and QOS it expects.
+if [[ -n $STRICT ]]; then
+  cat >>"$out/slurm.conf" <<CONF
+AccountingStorageEnforce=associations,limits,qos
+JobSubmitPlugins=lua
+CONF
+  cat >"$out/job_submit.lua" <<'LUA'
+-- Written by hpcjax slurm/devcluster/up.sh: the strict site's submit filter.
+function slurm_job_submit(job_desc, part_list, submit_uid)
+  if job_desc.time_limit == nil or job_desc.time_limit == slurm.NO_VAL or job_desc.time_limit == 4294967294 then
+    slurm.log_user("this site needs a time limit on every job: give --time (for example --time 01:00:00)")
+    return slurm.ERROR
+  end
+  if job_desc.qos == nil or job_desc.qos == "" then
+    job_desc.qos = "normal"
+  end
+  return slurm.SUCCESS
+end
+
+function slurm_job_modify(job_desc, job_rec, part_list, modify_uid)
+  return slurm.SUCCESS
+end
+
+return slurm.SUCCESS
+LUA
+fi

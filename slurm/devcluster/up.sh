@@ -15,11 +15,37 @@
 #
 # Clients find the cluster through /etc/slurm/slurm.conf (a symlink this script
 # creates only if no other configuration is there) or SLURM_CONF=$DIR/etc/slurm.conf.
+#
+#   up.sh [--release R]   R: 22.05 (this machine's, the default), 20.11, 24.11, 26.05 or strict
+#                         (24.11 as strict sites run it); releases.sh has what each is. Every
+#                         release is a cluster of its own (name, ports, munge socket, state in
+#                         $DIR-R, a database in the one MariaDB), its daemons that release's own
+#                         binaries in a Debian root (root.sh, enter.sh); several run side by side.
+#                         slurm/devcluster/on.sh R -- CMD runs a command on it.
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source-path=SCRIPTDIR source=common.sh
 source "$here/common.sh"
+# shellcheck source-path=SCRIPTDIR source=releases.sh
+source "$here/releases.sh"
+RELEASE=22.05
+while [[ $# -gt 0 ]]; do
+  case $1 in
+    --release) RELEASE=${2:?up.sh: --release needs one of: ${RELEASES[*]}}; shift 2 ;;
+    *) die "unknown argument '$1'; usage: up.sh [--release R] (releases: ${RELEASES[*]})" ;;
+  esac
+done
+release_row "$RELEASE" || exit 2
+RUN=()  # the prefix that runs a command where the release's binaries are: its root, or here
+BASE_DIR=$DIR  # the 22.05 cluster's, whose MariaDB serves every release
+if [[ $RELEASE != 22.05 ]]; then
+  # The one MariaDB, and the packages, come with this machine's own cluster.
+  bash "$here/up.sh"
+  bash "$here/root.sh" "$RELEASE" >/dev/null
+  DIR=$(state_of "$RELEASE") CLUSTER=$RELEASE_CLUSTER PORT_BASE=$RELEASE_PORT_BASE
+  RUN=(bash "$here/enter.sh" "$RELEASE")
+fi
 
 NODES=${HPCJAX_DEVCLUSTER_NODES:-2}
 GPUS=${HPCJAX_DEVCLUSTER_GPUS:-4}
@@ -62,12 +88,14 @@ write_configs() {
   local tmp="$DIR/etc/.new" host
   host=$(hostname -s)
   mkdir -p "$tmp"
-  NODES=$NODES GPUS=$GPUS CPUS=$CPUS HOST=$host DIR=$DIR PORT_BASE=$PORT_BASE \
+  NODES=$NODES GPUS=$GPUS CPUS=$CPUS HOST=$host DIR=$DIR PORT_BASE=$PORT_BASE CLUSTER=$CLUSTER \
+    RELEASE=$SLURM_VERSION DB_PORT=$((${HPCJAX_DEVCLUSTER_PORT_BASE:-7800} + 3)) STRICT=$STRICT \
     bash "$here/configs.sh" "$tmp"
   if [[ -f $DIR/etc/slurm.conf ]] && ! diff -q "$tmp/slurm.conf" "$DIR/etc/slurm.conf" >/dev/null; then
     log "settings changed: restarting the cluster"
-    bash "$here/down.sh"
+    bash "$here/down.sh" --release "$RELEASE"
   fi
+  rm -f "$DIR/etc/cgroup.conf" "$DIR/etc/job_submit.lua"  # only where this release's settings write them
   cp "$tmp"/* "$DIR/etc/"
   chmod 600 "$DIR/etc/slurmdbd.conf"
   rm -rf "$tmp"
@@ -111,17 +139,18 @@ start_munge() {
   if [[ ! -f $DIR/munge/key/munge.key ]]; then
     dd if=/dev/urandom of="$DIR/munge/key/munge.key" bs=1024 count=1 status=none
   fi
-  chown -R munge:munge "$DIR/munge"
+  "${RUN[@]}" chown -R munge:munge "$DIR/munge"  # the root's munge user, in a root
   chmod 755 "$DIR/munge"
   chmod 700 "$DIR/munge/key"
   chmod 400 "$DIR/munge/key/munge.key"
-  runuser -u munge -- /usr/sbin/munged --key-file="$DIR/munge/key/munge.key" \
+  "${RUN[@]}" runuser -u munge -- /usr/sbin/munged --key-file="$DIR/munge/key/munge.key" \
     --socket="$DIR/munge/munge.socket" --pid-file="$(pidfile_of munged)" \
     --log-file="$(logfile_of munged)" --seed-file="$DIR/munge/munged.seed" \
     || fail_with_log munged
 }
 
 start_mariadb() {
+  if [[ $RELEASE != 22.05 ]]; then grant_database; return; fi
   running mariadbd && return
   local data="$DIR/mysql/data"
   mkdir -p "$DIR/mysql"
@@ -145,13 +174,21 @@ GRANT ALL ON slurm_acct_db.* TO 'slurm'@'localhost';
 SQL
 }
 
+# A release's own database in the one MariaDB (slurmdbd makes its tables).
+grant_database() {
+  mariadb --no-defaults --socket="$BASE_DIR/mysql/mysqld.sock" -u root <<SQL
+GRANT ALL ON \`slurm_acct_db_$CLUSTER\`.* TO 'slurm'@'127.0.0.1';
+GRANT ALL ON \`slurm_acct_db_$CLUSTER\`.* TO 'slurm'@'localhost';
+SQL
+}
+
 start_slurmdbd() {
   running slurmdbd && return
   # slurmdbd reads slurmdbd.conf beside the slurm.conf that SLURM_CONF names.
-  SLURM_CONF="$DIR/etc/slurm.conf" /usr/sbin/slurmdbd || fail_with_log slurmdbd
-  wait_for "slurmdbd" 30 sacctmgr -n list cluster || fail_with_log slurmdbd
-  if ! sacctmgr -n -P list cluster format=cluster | grep -qx "$CLUSTER"; then
-    sacctmgr -i add cluster "$CLUSTER" >/dev/null
+  SLURM_CONF="$DIR/etc/slurm.conf" "${RUN[@]}" /usr/sbin/slurmdbd || fail_with_log slurmdbd
+  wait_for "slurmdbd" 30 "${RUN[@]}" sacctmgr -n list cluster || fail_with_log slurmdbd
+  if ! "${RUN[@]}" sacctmgr -n -P list cluster format=cluster | grep -qx "$CLUSTER"; then
+    "${RUN[@]}" sacctmgr -i add cluster "$CLUSTER" >/dev/null
   fi
 }
 
@@ -163,32 +200,44 @@ add_qos_and_account() {
   # A QOS with a GPU limit, and a second account whose association may use it, as a site has them:
   # hpcjax reads them (site, and the refusal of a job over the limit before sbatch). SLURM does not
   # enforce them here (no AccountingStorageEnforce: every user may run without an association).
-  if ! sacctmgr -n -P show qos format=name | grep -qx gpu2; then
-    sacctmgr -i add qos gpu2 MaxTRESPerUser=gres/gpu=2 MaxWall=02:00:00 >/dev/null
+  if ! "${RUN[@]}" sacctmgr -n -P show qos format=name | grep -qx gpu2; then
+    "${RUN[@]}" sacctmgr -i add qos gpu2 MaxTRESPerUser=gres/gpu=2 MaxWall=02:00:00 >/dev/null
   fi
-  if ! sacctmgr -n -P show account format=account | grep -qx physics; then
-    sacctmgr -i add account physics Cluster="$CLUSTER" Description=hpcjax-dev Organization=hpcjax >/dev/null
-    sacctmgr -i add user root Account=physics Cluster="$CLUSTER" >/dev/null
-    sacctmgr -i modify user root where account=physics set QOS=normal,gpu2 >/dev/null
+  if ! "${RUN[@]}" sacctmgr -n -P show account format=account | grep -qx physics; then
+    "${RUN[@]}" sacctmgr -i add account physics Cluster="$CLUSTER" Description=hpcjax-dev Organization=hpcjax >/dev/null
+    "${RUN[@]}" sacctmgr -i add user root Account=physics Cluster="$CLUSTER" >/dev/null
+    "${RUN[@]}" sacctmgr -i modify user root where account=physics set QOS=normal,gpu2 >/dev/null
   fi
+  if [[ -n $STRICT ]]; then add_strict_associations; fi
+}
+
+# The strict site's users exist for SLURM only as associations: root may run in the account physics
+# (its default) with the QOS normal (its default) and gpu2; the account chemistry has no user of
+# ours, and the cluster user none at all (SLURM refuses their jobs).
+add_strict_associations() {
+  if ! "${RUN[@]}" sacctmgr -n -P show account format=account | grep -qx chemistry; then
+    "${RUN[@]}" sacctmgr -i add account chemistry Cluster="$CLUSTER" Description=hpcjax-dev Organization=hpcjax >/dev/null
+  fi
+  "${RUN[@]}" sacctmgr -i modify user root where cluster="$CLUSTER" set DefaultAccount=physics DefaultQOS=normal >/dev/null || true
+  "${RUN[@]}" sacctmgr -i modify qos normal set MaxWall=04:00:00 >/dev/null || true
 }
 
 gpu_tres_known() {
-  sacctmgr -n -P show tres format=type,name | grep -qx 'gres|gpu'
+  "${RUN[@]}" sacctmgr -n -P show tres format=type,name | grep -qx 'gres|gpu'
 }
 
 start_slurmctld() {
   running slurmctld && return
-  /usr/sbin/slurmctld -f "$DIR/etc/slurm.conf" || fail_with_log slurmctld
-  wait_for "slurmctld" 30 scontrol ping || fail_with_log slurmctld
+  "${RUN[@]}" /usr/sbin/slurmctld -f "$DIR/etc/slurm.conf" || fail_with_log slurmctld
+  wait_for "slurmctld" 30 "${RUN[@]}" scontrol ping || fail_with_log slurmctld
   # Jobs the saved state still calls running died with the previous daemons (a
   # machine that stopped): cancel them, or their nodes never become idle.
   local stale
-  stale=$(squeue -h -o %i | tr '\n' ' ')
+  stale=$("${RUN[@]}" squeue -h -o %i | tr '\n' ' ')
   if [[ -n ${stale// /} ]]; then
     log "cancelling jobs left over from a previous start: $stale"
     # shellcheck disable=SC2086 # one job id per word
-    scancel $stale
+    "${RUN[@]}" scancel $stale
   fi
 }
 
@@ -196,7 +245,7 @@ start_slurmd() {
   local node
   for node in $(seq 1 "$ALL_NODES"); do
     running "slurmd.node$node" && continue
-    /usr/sbin/slurmd -f "$DIR/etc/slurm.conf" -N "node$node" \
+    "${RUN[@]}" /usr/sbin/slurmd -f "$DIR/etc/slurm.conf" -N "node$node" \
       || fail_with_log "slurmd.node$node"
   done
 }
@@ -219,30 +268,29 @@ release_slowed_nodes() {
 wait_until_idle() {
   local deadline=$((SECONDS + 60)) states
   while ((SECONDS < deadline)); do
-    states=$(sinfo -h -N -o '%t' 2>/dev/null | sort -u | tr '\n' ' ')
-    [[ $states == "idle " ]] && [[ $(sinfo -h -N -o '%N' | sort -u | wc -l) == "$ALL_NODES" ]] && return
+    states=$("${RUN[@]}" sinfo -h -N -o '%t' 2>/dev/null | sort -u | tr '\n' ' ')
+    [[ $states == "idle " ]] && [[ $("${RUN[@]}" sinfo -h -N -o '%N' | sort -u | wc -l) == "$ALL_NODES" ]] && return
     sleep 0.5
   done
-  sinfo -N >&2 || true
+  "${RUN[@]}" sinfo -N >&2 || true
   for node in $(seq 1 "$ALL_NODES"); do tail_log "$DIR/log/slurmd.node$node.log"; done
   tail_log "$DIR/log/slurmctld.log"
   die "nodes did not become idle within 60 s (states: ${states:-none})"
 }
 
 mkdir -p "$DIR"/{etc,log,run,state,spool}
-install_packages
+if [[ $RELEASE == 22.05 ]]; then install_packages; fi
 write_configs
 export SLURM_CONF="$DIR/etc/slurm.conf"
 make_gpu_devices
-add_hosts
-link_system_config
+if [[ $RELEASE == 22.05 ]]; then add_hosts; link_system_config; fi
 start_munge
 start_mariadb
 start_slurmdbd
 start_slurmctld
 add_qos_and_account
 start_slurmd
-release_slowed_nodes
+if [[ $RELEASE == 22.05 ]]; then release_slowed_nodes; fi
 wait_until_idle
-log "cluster '$CLUSTER' is up: $NODES nodes x $GPUS GPUs x $CPUS CPUs, and node$ALL_NODES with $TYPED_GPUS a100 GPUs (SLURM_CONF=$SLURM_CONF)"
-sinfo -N -o '%N %P %t %c %G' >&2
+log "cluster '$CLUSTER' (SLURM $SLURM_VERSION) is up: $NODES nodes x $GPUS GPUs x $CPUS CPUs, and node$ALL_NODES with $TYPED_GPUS a100 GPUs (SLURM_CONF=$SLURM_CONF)"
+"${RUN[@]}" sinfo -N -o '%N %P %t %c %G' >&2
