@@ -62,7 +62,7 @@ TIERS = ("pure", "jax", "cluster", "container")
 # two runs of one session. A value set before the session is kept.
 FAST_COMPILE_XLA_FLAGS = "--xla_backend_optimization_level=0 --xla_llvm_disable_expensive_passes=true"
 os.environ.setdefault("XLA_FLAGS", FAST_COMPILE_XLA_FLAGS)
-for helpers in (TESTS, TESTS / "api", TESTS / "train", TESTS / "seams"):  # support, api_cases, ... from any folder
+for helpers in (TESTS, TESTS / "api", TESTS / "train", TESTS / "seams", TESTS / "releases"):  # support, api_cases, ... from any folder
     if str(helpers) not in sys.path:
         sys.path.insert(0, str(helpers))
 
@@ -238,6 +238,24 @@ def slurm_cluster():
     if ping.returncode != 0:
         pytest.fail(f"the dev cluster is not up (sinfo: {ping.stderr.strip()}); run slurm/devcluster/up.sh")
     return ping.stdout
+
+
+_releases_up: dict[str, str] = {}
+
+
+@pytest.fixture
+def release_cluster(release: str, slurm_cluster) -> str:
+    """The `release`'s dev cluster (slurm/devcluster/up.sh --release; the test command starts every
+    one) answers sinfo on its login side: its sinfo lines. Fails, never skips, when it is down."""
+    from releases_support import on_release
+
+    if release not in _releases_up:
+        ping = on_release(release, "sinfo", "-h", "-N", "-o", "%N %t %G", timeout=60)
+        if ping.returncode != 0:
+            pytest.fail(f"the SLURM {release} dev cluster is not up ({ping.stderr.strip()[-500:]}); "
+                        f"run slurm/devcluster/up.sh --release {release}")
+        _releases_up[release] = ping.stdout
+    return _releases_up[release]
 
 
 @pytest.fixture(scope="session")

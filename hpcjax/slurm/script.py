@@ -174,8 +174,16 @@ def _render(template, spec: JobSpec, hold: bool = False) -> str:
         # --gpus-per-task in an a100-typed job ("Invalid GRES specification (with and without type
         # identification)", seen on the dev cluster's a100 partition).
         gpus=f"{spec.gpu_type}:" if spec.gpu_type else "",
+        masks_per_task=gpu_masks(spec.layout.tasks_per_node, spec.layout.gpus_per_process),
         version=__version__,
     )
+
+def gpu_masks(tasks_per_node: int, gpus_per_task: int) -> str:
+    """srun's --gpu-bind=mask_gpu value that gives each task of a node its own GPUs, in order: the
+    binding for releases before 21.08, which have no --gpu-bind=per_task (docs/slurm-versions.md)."""
+    one_task = (1 << gpus_per_task) - 1
+    return ",".join(hex(one_task << (task * gpus_per_task)) for task in range(tasks_per_node))
+
 
 def in_hold_options(spec: JobSpec) -> str:
     """A job in a hold has no sbatch of its own: what it asked of sbatch (its time limit, the warning

@@ -26,7 +26,8 @@ OPTIONS: dict[tuple[str, str], tuple[int, int]] = {
     **{("srun", o): (20, 2) for o in (
         "--kill-on-bad-exit", "--unbuffered", "--label", "--output", "--ntasks", "--ntasks-per-node",
         "--gpus-per-task", "--cpus-per-task", "--nodes", "--nodelist", "--exclude", "--time", "--signal", "--jobid",
-        "--quiet", "--export", "--pty", "--job-name", "--gres", "--partition", "--gpus-per-node", "--help")},
+        "--quiet", "--export", "--pty", "--job-name", "--gres", "--partition", "--gpus-per-node", "--help",
+        "--gpu-bind", "--version")},
     ("srun", "--overlap"): (20, 11),
     **{("squeue", o): (20, 2) for o in ("-h", "-r", "-t", "-j", "-o", "-s", "--start", "-p")},
     **{("sacct", o): (20, 2) for o in ("-j", "-P", "-n", "-o", "-X", "--duplicates")},
@@ -42,6 +43,15 @@ CHANGES = (
     ((20, 11), "a step no longer shares its job's resources with other steps by default "
                "(`srun --overlap` asks for it)", "hpcjax's side steps (stacks, shell, jupyter) pass --overlap "
                                                  "from 20.11 on, and nothing before"),
+    ((20, 11), "an overlapping step shares its job's CPUs only: a step that takes the job's GPUs (a step's "
+               "default) waits behind the step that holds them (measured on the 20.11 dev cluster; 22.05 on shares "
+               "them)", "`hpcjax stacks`'s step asks for no GPU (--gres=none), on every release"),
+    ((20, 11), "--gpus-per-task binds nothing: every task sees all of its node's GPUs of the job (21.08 made "
+               "--gpus-per-task imply --gpu-bind=per_task; measured on the 20.11 dev cluster)",
+     "the batch script binds each task's GPUs itself: --gpu-bind=mask_gpu, one mask per task, before 21.08"),
+    ((22, 5), "in a job of typed GPUs (--gpus-per-node=a100:2), a step's --gpus-per-task=a100:1 leaves its "
+              "tasks without CUDA_VISIBLE_DEVICES (measured on the 22.05 dev cluster; 24.11 and 26.05 bind them)",
+     "the batch script gives srun --gpu-bind=per_task:K from 21.08 on, so every task is bound on every release"),
     ((22, 5), "srun no longer reads SLURM_CPUS_PER_TASK from sbatch's --cpus-per-task (23.11 reads it again)",
      "the batch script gives srun --cpus-per-task itself, on every release"),
 )
