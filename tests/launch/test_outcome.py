@@ -44,40 +44,40 @@ def test_the_rank_that_failed_first_is_the_cause_and_its_code_the_exit_code(tmp_
     assert "ranks stopped by srun after the failure: 0-4,6-7" in text
 
 
-def test_a_killed_rank_is_128_plus_the_signal_whatever_the_jobs_code():
+def test_a_killed_rank_is_128_plus_the_signal_whatever_the_jobs_code(tmp_path):
     events = [TaskEvent((3,), "node1", "Killed", before_stop=True)]
-    outcome = analyze("9", "FAILED", events, lambda r: Path("/nonexistent"), job_exit_code=9)  # srun exits 9
+    outcome = analyze("9", "FAILED", events, lambda r: tmp_path / "nonexistent", job_exit_code=9)  # srun exits 9
     assert outcome.exit_code == 137
     assert outcome.failed[0].reason == "Killed" and outcome.failed[0].log_tail == ""
     # SLURM's 0:9 (no code, a signal): still SIGKILL's status
-    assert analyze("9", "FAILED", events, lambda r: Path("/x"), job_exit_code=0).exit_code == 137
+    assert analyze("9", "FAILED", events, lambda r: tmp_path / "x", job_exit_code=0).exit_code == 137
 
 
-def test_words_that_name_no_status_fall_back_to_the_jobs_code_never_success():
+def test_words_that_name_no_status_fall_back_to_the_jobs_code_never_success(tmp_path):
     events = [TaskEvent((3,), "node1", "Some new srun words", before_stop=True)]
-    assert analyze("9", "FAILED", events, lambda r: Path("/x"), job_exit_code=4).exit_code == 4
-    assert analyze("9", "FAILED", events, lambda r: Path("/x"), job_exit_code=0).exit_code == 1
+    assert analyze("9", "FAILED", events, lambda r: tmp_path / "x", job_exit_code=4).exit_code == 4
+    assert analyze("9", "FAILED", events, lambda r: tmp_path / "x", job_exit_code=0).exit_code == 1
 
 
-def test_a_job_that_was_only_stopped_blames_no_rank():
+def test_a_job_that_was_only_stopped_blames_no_rank(tmp_path):
     events = [TaskEvent((0, 1), "node1", "Terminated", before_stop=False)]
-    outcome = analyze("10", "CANCELLED", events, lambda r: Path("/x"), note="the job was cancelled")
+    outcome = analyze("10", "CANCELLED", events, lambda r: tmp_path / "x", note="the job was cancelled")
     assert outcome.failed == () and outcome.stopped == (0, 1) and "the job was cancelled" in outcome.report()
 
 
-def test_completed_is_ok_with_exit_code_0():
-    outcome = analyze("11", "COMPLETED", [], lambda r: Path("/x"))
+def test_completed_is_ok_with_exit_code_0(tmp_path):
+    outcome = analyze("11", "COMPLETED", [], lambda r: tmp_path / "x")
     assert outcome.ok and outcome.exit_code == 0 and outcome.as_dict()["ok"] is True
 
 
-def test_ranks_terminated_by_a_cancel_or_timeout_are_stopped_not_failed():
+def test_ranks_terminated_by_a_cancel_or_timeout_are_stopped_not_failed(tmp_path):
     # scancel: srun reports the terminated tasks with no "Terminating StepId" line before them
     events = srun_events("srun: error: node1: tasks 0-1: Terminated\n")
     for state in ("CANCELLED", "TIMEOUT"):
-        outcome = analyze("12", state, events, lambda r: Path("/x"))
+        outcome = analyze("12", state, events, lambda r: tmp_path / "x")
         assert outcome.failed == () and outcome.stopped == (0, 1), state
     # the same words in a FAILED job: those ranks are the cause
-    assert [f.rank for f in analyze("12", "FAILED", events, lambda r: Path("/x")).failed] == [0, 1]
+    assert [f.rank for f in analyze("12", "FAILED", events, lambda r: tmp_path / "x").failed] == [0, 1]
 
 
 def test_the_failed_ranks_own_evidence_comes_before_the_consequences_in_the_others_logs(tmp_path):
