@@ -62,6 +62,21 @@ rm -f "$HPCJAX_TEST_TIMELINE"
 # (PYTHONDONTWRITEBYTECODE, set on some machines): then every worker of every tier rewrites all
 # of them again (about 1.5 s of CPU each here).
 unset PYTHONDONTWRITEBYTECODE
+# The other SLURM releases' clusters (20.11, 24.11, 26.05, and 24.11 as a strict site: slurm/devcluster/
+# releases.sh), each in a Debian root debootstrap makes (kept between runs), started in the background
+# beside the pure tier: about 2 minutes on a bare machine, seconds when kept. The release tests wait for
+# their cluster (tests/conftest.py, release_cluster); each start's log and exit status are in this folder.
+if [ -z "${HPCJAX_TEST_RELEASES_START:-}" ]; then
+  HPCJAX_TEST_RELEASES_START=$(mktemp -d /tmp/hpcjax-releases.XXXXXX)
+  export HPCJAX_TEST_RELEASES_START
+  echo "test.sh: the other SLURM releases' clusters, in the background (logs: $HPCJAX_TEST_RELEASES_START)" >&2
+  for release in 20.11 24.11 26.05 strict; do
+    ( started=0
+      bash slurm/devcluster/up.sh --release "$release" >"$HPCJAX_TEST_RELEASES_START/$release.log" 2>&1 || started=$?
+      echo "$started" >"$HPCJAX_TEST_RELEASES_START/$release.rc.partial" &&
+        mv "$HPCJAX_TEST_RELEASES_START/$release.rc.partial" "$HPCJAX_TEST_RELEASES_START/$release.rc" ) &
+  done
+fi
 status=0
 counted() {  # a failing run's exit status becomes the script's; 5 is none selected (e.g. with -k)
   [ "$1" -eq 0 ] || [ "$1" -eq 5 ] || status=$1
@@ -100,4 +115,5 @@ cat "$lane_log" && rm -f "$lane_log"
 tier -ra -m serial "$@"
 wait  # the image build and the cluster user, if a selection of tests (-k) ended before them
 if [ -n "${HPCJAX_TEST_IMAGE_BUILD:-}" ]; then rm -rf "$HPCJAX_TEST_IMAGE_BUILD"; fi
+rm -rf "$HPCJAX_TEST_RELEASES_START"
 exit "$status"

@@ -86,7 +86,7 @@ def pytest_collection_modifyitems(config, items):
         fixtures = set(getattr(item, "fixturenames", ()))
         if "charliecloud_image" in fixtures:
             item.add_marker(pytest.mark.container)
-        if fixtures & {"slurm_cluster", "shared_storage", "ssh_cluster"}:
+        if fixtures & {"slurm_cluster", "shared_storage", "ssh_cluster", "release_cluster"}:
             item.add_marker(pytest.mark.cluster)
         if not any(item.get_closest_marker(t) for t in TIERS[1:]):
             item.add_marker(pytest.mark.pure)
@@ -250,12 +250,31 @@ def release_cluster(release: str, slurm_cluster) -> str:
     from releases_support import on_release
 
     if release not in _releases_up:
+        release_started_in_the_background(release)
         ping = on_release(release, "sinfo", "-h", "-N", "-o", "%N %t %G", timeout=60)
         if ping.returncode != 0:
             pytest.fail(f"the SLURM {release} dev cluster is not up ({ping.stderr.strip()[-500:]}); "
                         f"run slurm/devcluster/up.sh --release {release}")
         _releases_up[release] = ping.stdout
     return _releases_up[release]
+
+
+def release_started_in_the_background(release: str, limit_s: float = 1200) -> None:
+    """Wait for scripts/test.sh's background start of the release's cluster (HPCJAX_TEST_RELEASES_START:
+    a folder with RELEASE.log and, once it ended, RELEASE.rc); fail with its log if it failed."""
+    import time
+
+    started = os.environ.get("HPCJAX_TEST_RELEASES_START")
+    if not started or release == "22.05":
+        return
+    rc, deadline = Path(started) / f"{release}.rc", time.monotonic() + limit_s
+    while not rc.exists():
+        if time.monotonic() > deadline:
+            pytest.fail(f"the SLURM {release} cluster did not start within {limit_s:.0f} s (log: {started}/{release}.log)")
+        time.sleep(1)
+    if rc.read_text().strip() != "0":
+        log = (Path(started) / f"{release}.log").read_text()[-3000:]
+        pytest.fail(f"slurm/devcluster/up.sh --release {release} failed:\n{log}")
 
 
 @pytest.fixture(scope="session")

@@ -45,6 +45,11 @@ version_in() { chroot "$1" dpkg-query -W -f '${Version}' slurmctld 2>/dev/null; 
 
 if complete; then echo "$root"; exit 0; fi
 mkdir -p "$(dirname "$root")" "$DIR/log"
+# One build of a root at a time (24.11 and strict share trixie's, and start side by side): the second
+# waits here and finds it made.
+exec 9>"$root.lock"
+flock 9
+if complete; then echo "$root"; exit 0; fi
 build="$root.partial"
 rm -rf "$build"
 log_file="$DIR/log/root-$SLURM_SUITE.log"

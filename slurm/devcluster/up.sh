@@ -40,8 +40,10 @@ release_row "$RELEASE" || exit 2
 RUN=()  # the prefix that runs a command where the release's binaries are: its root, or here
 BASE_DIR=$DIR  # the 22.05 cluster's, whose MariaDB serves every release
 if [[ $RELEASE != 22.05 ]]; then
-  # The one MariaDB, and the packages, come with this machine's own cluster.
-  bash "$here/up.sh"
+  # The one MariaDB, and the packages, come with this machine's own cluster: started first, by one
+  # of several releases started at once (scripts/test.sh starts them side by side).
+  mkdir -p "$DIR/run"
+  ( flock 9; bash "$here/up.sh" ) 9>"$DIR/run/up.lock"
   bash "$here/root.sh" "$RELEASE" >/dev/null
   DIR=$(state_of "$RELEASE") CLUSTER=$RELEASE_CLUSTER PORT_BASE=$RELEASE_PORT_BASE
   RUN=(bash "$here/enter.sh" "$RELEASE")
