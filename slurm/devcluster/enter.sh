@@ -45,4 +45,5 @@ done
 [[ -e $root/etc/hosts ]] || : >"$root/etc/hosts"
 mount --bind /etc/hosts "$root/etc/hosts"  # node names, and this machine's own name (Gloo resolves it)
 cwd=$PWD
+# shellcheck disable=SC2016 # expanded by the shell inside the root
 exec chroot "$root" /bin/sh -c 'cd "$1" 2>/dev/null || cd /; shift; exec "$@"' enter "$cwd" "$@"

@@ -2,6 +2,7 @@
 # own binaries, where its packages come from, its ports and its cluster's name. The one owner of
 # these facts; up.sh, on.sh, root.sh and down.sh read them through release_row.
 # shellcheck shell=bash
+# shellcheck disable=SC2034 # the variables are the sourcing scripts'
 #
 # 22.05 is this machine's own (Debian 12's packages, no root). The others run in a root made by
 # debootstrap (root.sh), each entered through a mount namespace of its own (enter.sh):

@@ -41,6 +41,7 @@ complete() {  # the root has every package, and SLURM's version is the release's
   [[ $version == "$SLURM_VERSION."* ]]
 }
 
+# shellcheck disable=SC2016 # dpkg-query's own format
 version_in() { chroot "$1" dpkg-query -W -f '${Version}' slurmctld 2>/dev/null; }
 
 if complete; then echo "$root"; exit 0; fi
