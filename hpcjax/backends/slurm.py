@@ -18,7 +18,7 @@ from hpcjax.follow.progress import say
 # A dry run asks the scheduler once, briefly: a controller that does not answer leaves the script shown.
 ESTIMATE_TIMEOUT_S = 10.0
 from hpcjax.values import jobid
-from hpcjax.slurm import commands, controller, holds, inhold
+from hpcjax.slurm import commands, controller, enforce, holds, inhold
 from hpcjax.slurm.job import SlurmRun
 from hpcjax.slurm.status import parse_attempts
 
@@ -53,6 +53,8 @@ class SlurmBackend(Backend):
             asks["partitions"] = commands.partitions()
             if sub.spec.qos:
                 asks["qos"] = commands.qos_limits()
+            if sub.spec.qos or sub.spec.account:  # whether they are the user's, and what the site enforces
+                asks.update(config=commands.config(), associations=commands.everyones_associations(), user=["id", "-un"])
         return {"programs": ["sbatch"], "paths": ([image] if image else []) + sources + there, "commands": asks}
 
     def check(self, sub, probe) -> None:
@@ -121,7 +123,9 @@ class SlurmBackend(Backend):
         partitions = site.read_partitions(text) if code == 0 else []
         code, text = probe.answer("qos")
         qos = {row["Name"]: row for row in site.read_rows(text, commands.QOS_FIELDS)} if code == 0 else {}
-        fit.check(sub.spec, partitions, qos, sub.cluster.name)
+        for note in enforce.judge(sub.spec, probe.answer, sub.cluster.name,
+                                  lambda: fit.check(sub.spec, partitions, qos, sub.cluster.name)):
+            say(f"note: {note}")
 
     def _check_paths(self, sub, probe) -> None:
         """The image and the bind sources exist where the job is submitted (on a cluster: there);

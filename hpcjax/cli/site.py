@@ -16,6 +16,7 @@ from datetime import date
 from pathlib import Path
 
 from hpcjax.cli.options import add_cluster_options, cluster_from_args
+from hpcjax.slurm import enforce
 from hpcjax.values.errors import HpcjaxError, UsageError
 
 PROFILE_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")  # a bare TOML key: [profiles.NAME]
@@ -38,8 +39,12 @@ def read(host, partition: str | None, probe: bool, say):
         found.associations = reading.read_rows(slurm.run(commands.associations(user)), commands.ASSOC_FIELDS)
         found.qos = {row["Name"]: row for row in reading.read_rows(slurm.run(commands.qos_limits()),
                                                                     commands.QOS_FIELDS)}
+        found.default_account = next(iter(slurm.run(commands.default_account(user)).split()), "")
     except HpcjaxError as error:
         found.unread["accounts"] = f"sacctmgr did not answer ({error.message.splitlines()[0]})"
+    say("asking SLURM what it refuses: a job without --time, one without --account (sbatch --test-only: "
+        "nothing is submitted)")
+    found.refuses_without = refusals_of(host, partition, found.default_account)
     helped = host.run(commands.srun_help())
     found.pyxis = "--container-image" in helped.stdout if helped.returncode == 0 else None
     chosen = partition or getattr(found.default_partition(), "name", None)
@@ -59,6 +64,22 @@ def read(host, partition: str | None, probe: bool, say):
     else:
         found.node = reading.read_node(step.stdout)
     return found
+
+
+def refusals_of(host, partition: str | None, account: str) -> dict[str, str]:
+    """What the site refuses a job without (a submit filter's rule, its enforcement of accounts), in
+    SLURM's words: each option left out of a job that is otherwise fine, asked of sbatch --test-only."""
+    from hpcjax.slurm import commands
+
+    refused = {}
+    for option, argv in (("--time", commands.test_only_without(partition, None, account or None)),
+                         ("--account", commands.test_only_without(partition, "00:01:00", None))):
+        done = host.run(argv, timeout=30)
+        said = [line.removeprefix("sbatch: error: ").strip() for line in (done.stderr + done.stdout).splitlines()
+                if line.strip() and "allocation failure" not in line and "Batch job submission failed" not in line]
+        if done.returncode != 0:
+            refused[option] = "; ".join(said) or (done.stderr + done.stdout).strip()
+    return refused
 
 
 def profile_lines(found, partition: str | None, destination: str | None,
@@ -105,13 +126,23 @@ def profile_lines(found, partition: str | None, destination: str | None,
         lines.append(("# partition = ?", "sinfo: partitions with GPUs, none SLURM's default: "
                                          + ", ".join(p.name for p in with_gpus)))
     accounts = sorted({row["Account"] for row in found.associations if row.get("Account")})
-    if len(accounts) > 1:
+    if "--account" in found.refuses_without and found.default_account:
+        lines.append((f"account = {json.dumps(found.default_account)}", "sbatch --test-only: the site refuses a job "
+                      f"without --account ({found.refuses_without['--account']}); your default account (sacctmgr)"
+                      + (f"; yours are {', '.join(accounts)}" if len(accounts) > 1 else "")))
+    elif "--account" in found.refuses_without:
+        lines.append(("# account = ?", "sbatch --test-only: the site refuses a job without --account ("
+                      f"{found.refuses_without['--account']}); yours: {', '.join(accounts) or 'none readable'}"))
+    elif len(accounts) > 1:
         lines.append(("# account = ?", f"sacctmgr: yours are {', '.join(accounts)}; SLURM uses your default one "
                                        "unless a job names another"))
     for qos in sorted({q for row in found.associations for q in row.get("QOS", "").split(",") if q}):
         said = ", ".join(f"{k} {v}" for k, v in found.qos.get(qos, {}).items() if k != "Name" and v)
         if said:
             lines.append((f"# qos {qos}", f"sacctmgr: limits {said}"))
+    if "--time" in found.refuses_without:
+        lines.append(("# time", "sbatch --test-only: the site refuses a job without --time ("
+                      f"{found.refuses_without['--time']}); hpcjax always gives one (--time, 01:00:00 unless set)"))
     runtimes = [name for key, name in RUNTIMES if key in found.node]
     if found.pyxis and "enroot" in found.node:
         runtimes.append("pyxis")
@@ -153,6 +184,9 @@ def summary(found) -> str:
             f"{key} {', '.join(node[key])}" for key in ("apptainer", "singularity", "charliecloud", "enroot", "gpu",
                                                          "cuda") if key in node)
             + ("; module command" if "module" in node else "; no module command"))
+    rules = ",".join(sorted(enforce.enforced(found.config))) or "none"
+    out.append(f"enforced: {rules} (AccountingStorageEnforce)" + "".join(
+        f"; refuses a job without {option}: {words}" for option, words in found.refuses_without.items()))
     out.append(f"pyxis (srun --container-image): {'yes' if found.pyxis else 'no' if found.pyxis is False else '?'}")
     out += [f"not read: {what}: {why}" for what, why in found.unread.items()]
     return "\n".join(out)

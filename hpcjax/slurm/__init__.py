@@ -3,7 +3,8 @@ the controller and accounting about jobs (`controller`, `status`), the batch scr
 (`script`, from templates/sbatch.sh.j2), and following one SLURM job (`job`). The backend that
 uses them is hpcjax.backends.slurm.
 
-Beside them: `sbatch` (its output read), `fit` (whether a job can ever run where it asks), `reasons`
+Beside them: `sbatch` (its output read), `fit` (whether a job can ever run where it asks), `enforce`
+(what the site enforces of accounts and QOS, and so refused or said of a job), `reasons`
 (pending reasons in words), `free` (free GPUs and start estimates), `site` (a site read from its
 SLURM), `versions` (every SLURM release's options), `holds` and `inhold` (held allocations and a job
 in one), `examples` (the example scripts in slurm/, regenerated).

@@ -120,8 +120,25 @@ def associations(user: str) -> list[str]:
     return ["sacctmgr", "-n", "-P", "show", "assoc", f"user={user}", "format=" + ",".join(ASSOC_FIELDS)]
 
 
+def everyones_associations() -> list[str]:
+    """Every association the user may read (a site with PrivateData=users shows only theirs), the user
+    first: how a submission learns the user's without knowing their name on the cluster."""
+    return ["sacctmgr", "-n", "-P", "show", "assoc", "format=" + ",".join(("User",) + ASSOC_FIELDS)]
+
+
 def qos_limits() -> list[str]:
     return ["sacctmgr", "-n", "-P", "show", "qos", "format=" + ",".join(QOS_FIELDS)]
+
+
+def default_account(user: str) -> list[str]:
+    return ["sacctmgr", "-n", "-P", "show", "user", user, "format=DefaultAccount"]
+
+
+def test_only_without(partition: str | None, time: str | None, account: str | None) -> list[str]:
+    """sbatch's verdict on a one-second job that leaves out --time or --account (None): whether the
+    site (its submit filter, its enforcement) refuses a job without it. Nothing is submitted."""
+    return ["sbatch", "--test-only", "--wrap=true", *([f"--partition={partition}"] if partition else []),
+            *([f"--time={time}"] if time else []), *([f"--account={account}"] if account else [])]
 
 
 def test_only() -> list[str]:

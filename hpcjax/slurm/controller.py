@@ -39,6 +39,9 @@ ACCOUNTING_RETRY_S = 60.0
 HINT_TIMEOUT_S = 5.0
 # sbatch's refusals, and what the user can do about each (the first that matches).
 REFUSALS = (
+    # A site's submit filter (job_submit.lua, cli_filter) refuses with its own words, then this.
+    (r"Unspecified error", "the site's own submit rules refused the job, in their words above: give what they ask "
+                           "(a profile can hold it; `hpcjax site` writes what the site refuses a job without)"),
     (r"invalid partition", "--partition names no partition here: `sinfo -s` lists them (or drop it for the "
                            "cluster's default)"),
     (r"invalid account|account/partition combination", "--account is not yours here (or not on that partition): "

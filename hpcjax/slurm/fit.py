@@ -15,6 +15,10 @@ from hpcjax.slurm.site import Partition, gpu_limit
 PARTITION_HINT = "`sinfo -o '%P %D %G %l'` lists the partitions; `hpcjax free` shows what each has free"
 
 
+class QosLimit(UsageError):
+    """The job is over a limit of its QOS: held for ever where the site enforces limits (hpcjax.slurm.enforce)."""
+
+
 def check(spec: JobSpec, partitions: list[Partition], qos: dict[str, dict], where: str) -> None:
     """UsageError when the job could never start in its partition or under its QOS (see the module)."""
     if partitions:
@@ -73,14 +77,15 @@ def check_qos(spec: JobSpec, limits: dict) -> None:
     for field, per in (("MaxTRES", "per job"), ("MaxTRESPU", "per user")):
         most = gpu_limit(limits.get(field, ""))
         if most is not None and gpus > most:
-            raise UsageError(f"the job asks for {gpus} GPUs; QOS {spec.qos} allows {most} {per} ({field} "
+            raise QosLimit(f"the job asks for {gpus} GPUs; QOS {spec.qos} allows {most} {per} ({field} "
                              f"{limits[field]}): SLURM would keep it pending for ever",
                              f"ask for at most {most} GPUs (--nodes x --gpus-per-node), or another QOS: "
                              "`sacctmgr show assoc user=$USER format=qos` lists yours")
     most_time = seconds(limits.get("MaxWall", ""))
     if most_time is not None and spec.time_seconds is not None and spec.time_seconds > most_time:
-        raise UsageError(f"--time {spec.time} is over QOS {spec.qos}'s MaxWall of {format_walltime(most_time)}",
-                         f"ask for at most --time {format_walltime(most_time)}, or another QOS")
+        raise QosLimit(f"--time {spec.time} is over QOS {spec.qos}'s MaxWall of {format_walltime(most_time)}: SLURM "
+                       "would keep it pending for ever",
+                       f"ask for at most --time {format_walltime(most_time)}, or another QOS")
 
 
 def seconds(limit: str) -> int | None:

@@ -14,7 +14,7 @@ from hpcjax.slurm.commands import PARTITION_FORMAT
 
 # scontrol show config: what a profile or a person needs from it
 CONFIG_KEYS = ("SLURM_VERSION", "ClusterName", "SelectType", "SelectTypeParameters", "GresTypes", "MpiDefault",
-               "KillWait", "MinJobAge", "AccountingStorageType", "SchedulerType")
+               "KillWait", "MinJobAge", "AccountingStorageType", "SchedulerType", "AccountingStorageEnforce")
 # The modules a JAX job may load, by name.
 MODULE_WORDS = re.compile(r"jax|cuda|cudnn|nccl", re.I)
 
@@ -58,6 +58,8 @@ class Site:
     node: dict[str, list[str]] = field(default_factory=dict)  # what the probe said, by key
     pyxis: bool | None = None  # srun --help names --container-image (pyxis's SPANK plugin)
     unread: dict[str, str] = field(default_factory=dict)  # what was not read, and why
+    default_account: str = ""  # sacctmgr's DefaultAccount of the user ('' not known)
+    refuses_without: dict[str, str] = field(default_factory=dict)  # option: SLURM's words refusing a job without it
 
     @property
     def version(self) -> tuple[int, int] | None:

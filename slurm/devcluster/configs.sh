@@ -98,7 +98,7 @@ if [[ ${RELEASE%%.*} -ge 23 ]]; then
   echo "CgroupPlugin=disabled" >"$out/cgroup.conf"
 fi
 # The strict site: SLURM itself refuses a job without a valid association (account, user, partition)
-# or over its QOS, and a submit filter refuses a job without --time and gives one without --qos the
+# or over its QOS, and a submit filter refuses a job without --time or --account and gives one without --qos the
 # site's default (job_submit.lua beside slurm.conf). up.sh adds the accounts and QOS it expects.
 if [[ -n $STRICT ]]; then
   cat >>"$out/slurm.conf" <<CONF
@@ -110,6 +110,10 @@ CONF
 function slurm_job_submit(job_desc, part_list, submit_uid)
   if job_desc.time_limit == nil or job_desc.time_limit == slurm.NO_VAL or job_desc.time_limit == 4294967294 then
     slurm.log_user("this site needs a time limit on every job: give --time (for example --time 01:00:00)")
+    return slurm.ERROR
+  end
+  if job_desc.account == nil or job_desc.account == "" then
+    slurm.log_user("this site needs an account on every job: give --account (yours: sacctmgr show assoc user=$USER)")
     return slurm.ERROR
   end
   if job_desc.qos == nil or job_desc.qos == "" then

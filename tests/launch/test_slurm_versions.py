@@ -23,7 +23,7 @@ from test_slurmctl import FakeHost
 REPO = Path(__file__).resolve().parents[2]
 SAMPLE = {"job_id": "12", "job_ids": ["12", "13_1"], "script": "job.sh", "nodelist": "node[1-2]", "partition": "gpu",
           "element": "12_1", "job": "12", "nodes": 2, "environment": "A=1", "argv": ["true"], "node": "node1",
-          "user": "me", "gpus": True, "gpus_per_node": 4, "time": "01:00:00"}
+          "user": "me", "gpus": True, "gpus_per_node": 4, "time": "01:00:00", "account": "physics"}
 
 
 def options_of(argv: list[str]) -> list[str]:
