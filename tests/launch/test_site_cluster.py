@@ -3,8 +3,9 @@
 is asserted as it is: SLURM 22.05, a default partition of 2 nodes with 4 untyped GPUs each and a
 partition a100 of one node with 2 GPUs typed a100 and an hour's limit, the QOS gpu2 (2 GPUs per user,
 2 hours) of the account physics, Charliecloud's ch-run on the nodes, no module command, no
-nvidia-smi. SLURM does not enforce the QOS here (no AccountingStorageEnforce): its refusal is
-hpcjax's reading of sacctmgr. More shapes of sites are read from text in tests/cli/test_site.py."""
+nvidia-smi. SLURM does not enforce the QOS here (no AccountingStorageEnforce): a job over its limit
+runs, and hpcjax says so (tests/releases/test_strict_site.py, with the strict site that refuses it).
+More shapes of sites are read from text in tests/cli/test_site.py."""
 
 from __future__ import annotations
 
@@ -127,10 +128,8 @@ def test_a_typed_partition_learnt_by_site_runs_jobs_and_what_it_cannot_run_is_re
             (["--gpus-per-node", "4"], "partition a100 of this machine has 0 such node(s) (at most 2 a100 GPUs"),
             (["--time", "2:00:00"], "--time 02:00:00 is over partition a100's limit of 01:00:00"),
             (["--partition", "a10"], "--partition 'a10': this machine has no partition a10; it has gpu (default), "
-                                     "a100"),
-            (["--qos", "gpu2", "--gpus-per-node", "4"], "the job asks for 4 GPUs; QOS gpu2 allows 2 per user"),
-            (["--qos", "gpu2", "--gpus-per-node", "1", "--time", "3:00:00"], "is over QOS gpu2's MaxWall of 02:00:00")):
-        refused = run_hpcjax("submit", *(typed if "--qos" not in argv else []), *argv, "-J", marker, "--", "true",
+                                     "a100")):
+        refused = run_hpcjax("submit", *typed, *argv, "-J", marker, "--", "true",
                              cwd=tmp_path)
         assert refused.returncode == 2 and said in refused.stderr and "\n\nhint: " in refused.stderr, refused.stderr
     assert jobs_named(marker) == ""  # nothing reached SLURM
