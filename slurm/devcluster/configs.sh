@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Write slurm.conf, gres.conf and slurmdbd.conf into $1 from NODES GPUS CPUS HOST DIR PORT_BASE, and
 # for a release other than 22.05 (up.sh --release) CLUSTER, RELEASE (24.11, ...), DB_PORT (the one
-# MariaDB, the 22.05 cluster's) and STRICT (1: the strict site, below).
+# MariaDB, the 22.05 cluster's), STRICT (1: the strict site, below) and SHARED (the checkout and
+# Python its root shares).
 # Beside the NODES of the default partition "gpu" (untyped gpu:GPUS), one more node, "the typed node",
 # is the partition "a100" alone: 2 GPUs typed a100 and a time limit of an hour, as a site's second
 # partition would be (--gpu-type, a partition's limits and `hpcjax site`'s reading of them run for real).
@@ -16,7 +17,9 @@ database=slurm_acct_db
 last_port=$((PORT_BASE + 100 + NODES - 1))
 typed=node$((NODES + 1))
 cat >"$out/slurm.conf" <<CONF
-# Written by hpcjax slurm/devcluster/up.sh; regenerated on every start.
+# Written by hpcjax slurm/devcluster/up.sh; regenerated on every start.${SHARED:+
+# The daemons run in a root that shares these paths (enter.sh): another checkout restarts them.
+# $SHARED}
 ClusterName=$CLUSTER
 SlurmctldHost=$HOST(127.0.0.1)
 SlurmctldPort=$PORT_BASE

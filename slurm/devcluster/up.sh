@@ -38,6 +38,7 @@ while [[ $# -gt 0 ]]; do
 done
 release_row "$RELEASE" || exit 2
 RUN=()  # the prefix that runs a command where the release's binaries are: its root, or here
+SHARED=""
 BASE_DIR=$DIR  # the 22.05 cluster's, whose MariaDB serves every release
 if [[ $RELEASE != 22.05 ]]; then
   # The one MariaDB, and the packages, come with this machine's own cluster: started first, by one
@@ -47,6 +48,9 @@ if [[ $RELEASE != 22.05 ]]; then
   bash "$here/root.sh" "$RELEASE" >/dev/null
   DIR=$(state_of "$RELEASE") CLUSTER=$RELEASE_CLUSTER PORT_BASE=$RELEASE_PORT_BASE
   RUN=(bash "$here/enter.sh" "$RELEASE")
+  # What the daemons' root shares that may differ between runs (enter.sh binds them at start): a
+  # cluster started from another checkout or Python is restarted (write_configs sees the change).
+  SHARED="checkout $(cd "$here/../.." && pwd), Python $(python3 -c 'import sys; print(sys.base_prefix)' 2>/dev/null)"
 fi
 
 NODES=${HPCJAX_DEVCLUSTER_NODES:-2}
@@ -91,7 +95,7 @@ write_configs() {
   host=$(hostname -s)
   mkdir -p "$tmp"
   NODES=$NODES GPUS=$GPUS CPUS=$CPUS HOST=$host DIR=$DIR PORT_BASE=$PORT_BASE CLUSTER=$CLUSTER \
-    RELEASE=$SLURM_VERSION DB_PORT=$((${HPCJAX_DEVCLUSTER_PORT_BASE:-7800} + 3)) STRICT=$STRICT \
+    RELEASE=$SLURM_VERSION DB_PORT=$((${HPCJAX_DEVCLUSTER_PORT_BASE:-7800} + 3)) STRICT=$STRICT SHARED=$SHARED \
     bash "$here/configs.sh" "$tmp"
   if [[ -f $DIR/etc/slurm.conf ]] && ! diff -q "$tmp/slurm.conf" "$DIR/etc/slurm.conf" >/dev/null; then
     log "settings changed: restarting the cluster"
