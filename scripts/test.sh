@@ -73,6 +73,10 @@ if [ -z "${HPCJAX_TEST_RELEASES_START:-}" ]; then
   for release in 20.11 24.11 26.05 strict; do
     ( started=0
       bash slurm/devcluster/up.sh --release "$release" >"$HPCJAX_TEST_RELEASES_START/$release.log" 2>&1 || started=$?
+      # 24.11's cluster user logs in to Debian 13's own Python 3.13 (tests/releases/test_cluster_python.py)
+      if [ "$release" = 24.11 ] && [ "$started" = 0 ]; then
+        bash slurm/devcluster/root-user.sh 24.11 >>"$HPCJAX_TEST_RELEASES_START/$release.log" 2>&1 || started=$?
+      fi
       echo "$started" >"$HPCJAX_TEST_RELEASES_START/$release.rc.partial" &&
         mv "$HPCJAX_TEST_RELEASES_START/$release.rc.partial" "$HPCJAX_TEST_RELEASES_START/$release.rc" ) &
   done

@@ -86,7 +86,7 @@ def pytest_collection_modifyitems(config, items):
         fixtures = set(getattr(item, "fixturenames", ()))
         if "charliecloud_image" in fixtures:
             item.add_marker(pytest.mark.container)
-        if fixtures & {"slurm_cluster", "shared_storage", "ssh_cluster", "release_cluster"}:
+        if fixtures & {"slurm_cluster", "shared_storage", "ssh_cluster", "release_cluster", "ssh_cluster_own_python"}:
             item.add_marker(pytest.mark.cluster)
         if not any(item.get_closest_marker(t) for t in TIERS[1:]):
             item.add_marker(pytest.mark.pure)
@@ -287,6 +287,25 @@ def ssh_cluster(slurm_cluster):
     if made.returncode != 0:
         pytest.fail(f"cannot make the cluster user: {made.stderr[-2000:]}")
     server = Sshd(DEVCLUSTER_CONF.parent.parent / "sshd", made.stdout.strip(), "python3")
+    server.start()
+    yield server
+    server.cleanup()
+
+
+@pytest.fixture(scope="session")
+def ssh_cluster_own_python(slurm_cluster):
+    """The SLURM 24.11 cluster over SSH as the cluster user, whose login side and ranks run Debian 13's
+    own Python 3.13 and its own packages (slurm/devcluster/root-user.sh), not this machine's 3.11: the
+    tests' sshd runs inside that release's root (tests/sshd.py)."""
+    from sshd import Sshd
+
+    release_started_in_the_background("24.11")
+    made = subprocess.run(["bash", str(REPO / "slurm/devcluster/root-user.sh"), "24.11"], capture_output=True,
+                          text=True)
+    if made.returncode != 0:
+        pytest.fail(f"cannot make the cluster user in the 24.11 root: {made.stderr[-2000:]}")
+    server = Sshd(DEVCLUSTER_CONF.parent.parent / "sshd", made.stdout.strip().splitlines()[-1], "python3",
+                  enter=("bash", str(REPO / "slurm/devcluster/enter.sh"), "24.11"))
     server.start()
     yield server
     server.cleanup()

@@ -26,9 +26,11 @@ def free_port() -> int:
 
 
 class Sshd:
-    def __init__(self, state: Path, user: str, python: str) -> None:
-        """state: a directory the cluster user can read (sshd reads authorized_keys as that user)."""
-        self.user, self.python = user, python
+    def __init__(self, state: Path, user: str, python: str, enter: tuple[str, ...] = ()) -> None:
+        """state: a directory the cluster user can read (sshd reads authorized_keys as that user);
+        enter: the command that runs sshd inside a release's root (slurm/devcluster/enter.sh R), whose
+        logins then have that root's Python and SLURM (root-user.sh)."""
+        self.user, self.python, self.enter = user, python, tuple(enter)
         self.root = state / f"sshd-{uuid.uuid4().hex[:8]}"
         self.root.mkdir(parents=True)
         self.root.chmod(0o755)
@@ -106,7 +108,7 @@ Host {alias}
     def start(self) -> None:
         Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)  # sshd's privilege separation directory
         log = open(self.root / "sshd.log", "a")
-        self.process = subprocess.Popen([SSHD, "-D", "-e", "-f", str(self.root / "sshd_config")],
+        self.process = subprocess.Popen([*self.enter, SSHD, "-D", "-e", "-f", str(self.root / "sshd_config")],
                                         stdout=log, stderr=log)
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:

@@ -80,6 +80,16 @@ def prepare(calls_root: Path, function, arguments: list[tuple[tuple, dict]], ses
     return call_dir
 
 
+def code_by_value(data: bytes) -> bool:
+    """Whether a pickle carries code by value (cloudpickle's way with a function defined in __main__, a
+    notebook or a lambda: its bytecode), which only the same Python minor version can load. A function
+    of an importable module travels by name instead."""
+    import pickletools
+
+    strings = [arg for _, arg, _ in pickletools.genops(data) if isinstance(arg, str)]
+    return any(name == "CodeType" and where in ("_builtin_type", "types") for where, name in zip(strings, strings[1:]))
+
+
 def pickled(function, arguments: list[tuple[tuple, dict]]) -> list[bytes]:
     """Each element's call as submitit pickles it (its DelayedSubmission, through cloudpickle);
     UsageError naming the element when one cannot be."""

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -25,6 +26,7 @@ from hpcjax.api.configs import Data, ScalingConfig
 from hpcjax.containers.binds import in_place
 from hpcjax.hosts import ship
 from hpcjax.follow.progress import say
+from hpcjax.values.errors import UsageError
 
 
 def target_cluster(scaling: ScalingConfig, backend: str | None):
@@ -53,6 +55,21 @@ class CallStage:
     def check(self) -> None:
         """The check step's part: the function and every element's arguments pickle."""
         calls.pickled(self.function, self.arguments)
+
+    def check_python(self, answer: tuple[int, str], where: str) -> None:
+        """The check step's part once the cluster answered (`answer`: its Python's `major.minor`): code
+        pickled by value here loads only in the same Python there; said before a job is spent."""
+        code, said = answer
+        there, here = (said.strip().splitlines() or [""])[-1] if code == 0 else "", "%d.%d" % sys.version_info[:2]
+        if not re.fullmatch(r"\d+\.\d+", there) or there == here:
+            return
+        if any(calls.code_by_value(data) for data in calls.pickled(self.function, self.arguments)):
+            name = getattr(self.function, "__name__", "the function")
+            raise UsageError(f"{name} travels as code (defined in __main__, a notebook or a lambda), and code "
+                             f"pickled by Python {here} here does not load in Python {there} on {where}",
+                             f"align the two: run this from a Python {there} here, or name a Python {here} there "
+                             f"(the profile's python = ...); or define {name} in a module of your working tree, which "
+                             "is shipped with the job and imported there by name")
 
     def write(self, sub, home: str | None):
         """Here (home None) in the storage directory; there, staged in a temporary directory and sent.

@@ -61,9 +61,15 @@ def check(sub) -> Probe:
         sub.call.check()
     for what, path in sub.storage_paths():
         require_shared(sub, what, path)
-    probe = ask(sub, sub.backend.wants(sub))
+    wants = sub.backend.wants(sub)
+    if sub.call is not None and sub.cluster.remote:  # a call's code may travel by value: which Python loads it
+        wants = {**wants, "commands": {**wants.get("commands", {}), "python": [
+            sub.cluster.python, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"]}}
+    probe = ask(sub, wants)
     probe.tree_files, probe.tree_bytes = names, total
     sub.backend.check(sub, probe)
+    if sub.call is not None and sub.cluster.remote:
+        sub.call.check_python(probe.answer("python"), sub.cluster.name)
     if sub.cluster.remote and "rsync" in probe.missing_programs:
         raise HpcjaxError(f"`rsync` is not installed on {sub.cluster.name}", "hpcjax ships code with rsync; ask "
                           "the site for it, or run hpcjax on the login node itself")

@@ -75,8 +75,11 @@ chmod -R a+rX "$venv"
 # A login shell (`bash -lc`, as hpcjax runs every command there) reads ~/.profile.
 cat >"$home/.profile" <<PROFILE
 # written by hpcjax's slurm/devcluster/cluster-user.sh
-export PATH="$venv/bin:\$PATH"
-export SLURM_CONF="$DIR/etc/slurm.conf"
+# In a release's root (root-user.sh), its own Python and SLURM come first: /etc/profile said them.
+if [ -z "\${HPCJAX_CLUSTER_ROOT:-}" ]; then
+  export PATH="$venv/bin:\$PATH"
+  export SLURM_CONF="$DIR/etc/slurm.conf"
+fi
 # The tests' login without SLURM (tests/sshd.py sends it; their sshd alone accepts it).
 if [ -n "\${HPCJAX_TEST_LOGIN_PATH:-}" ]; then PATH=\$HPCJAX_TEST_LOGIN_PATH; fi
 PROFILE

@@ -225,3 +225,29 @@ def test_the_rank_the_outcome_blames_is_reported_not_another_ranks_consequence(t
     with pytest.raises(RemoteError) as raised:
         read_result(tmp_path, 0, nobody, LocalFiles())
     assert raised.value.rank == 6 and "Gloo AllGather failed" in raised.value.message
+
+
+def test_code_pickled_by_value_is_refused_only_where_the_clusters_python_differs():
+    """A function of __main__ (or a lambda) travels as bytecode, which only the same Python minor
+    version loads; one of an importable module travels by name. Across Pythons for real:
+    tests/releases/test_cluster_python.py."""
+    import json
+    import sys
+
+    from hpcjax.api import calls
+    from hpcjax.api.submit import CallStage
+
+    def local(x):
+        return x
+
+    assert calls.code_by_value(calls.pickled(local, [((1,), {})])[0])
+    assert not calls.code_by_value(calls.pickled(json.dumps, [(("CodeType", "_builtin_type"), {})])[0])
+    here, other = "%d.%d" % sys.version_info[:2], "3.%d" % (sys.version_info[1] + 2)
+    stage = CallStage(local, [((1,), {})], None, "/tmp", "0")
+    stage.check_python((0, here + "\n"), "c")  # the same Python: nothing to say
+    stage.check_python((127, "python3: not found"), "c")  # no answer: left to the job
+    with pytest.raises(UsageError, match=rf"local travels as code .* Python {here} here does not load in Python "
+                                         rf"{other} on c") as refused:
+        stage.check_python((0, other + "\n"), "c")
+    assert refused.value.hint.startswith(f"align the two: run this from a Python {other} here")
+    CallStage(json.dumps, [((1,), {})], None, "/tmp", "0").check_python((0, other), "c")  # by name: it crosses
