@@ -61,11 +61,12 @@ def cmd_smoke(args: argparse.Namespace, command: list[str]) -> int:
     except KeyboardInterrupt as interrupt:
         return interrupted_one(interrupt, cancelled)
     try:
-        run.wait()
+        outcome = run.wait()
     except KeyboardInterrupt:
         return cancelled(run)
     reports = smoke.read_reports(run)
-    rows = smoke.verdicts(reports, spec.layout.num_processes, args.bandwidth)
+    rows = smoke.verdicts(reports, spec.layout.num_processes, args.bandwidth,
+                          smoke.silent_ranks(run, reports, spec.layout.num_processes, outcome))
     ok = all(r["ok"] for r in rows)
     pairs = reports.get(0, {}).get("bandwidth", {}).get("pairs", [])
     if args.json:

@@ -42,6 +42,12 @@ CAUSES = (
            r"Name or service not known|DNS resolution failed",
            "every rank must resolve and reach the batch node's name and port: check /etc/hosts or DNS on the "
            "nodes (inside a container, its /etc/hosts), and that no firewall blocks the port"),
+    # getaddrinfo's -2 (EAI_NONAME) for the node's own name, which Gloo resolves to bind its sockets
+    # (reproduced on the dev cluster with a rank whose hostname resolves nowhere: tests/launch/test_triage_cluster.py)
+    _cause("this node's name does not resolve", r"gloo/transport/tcp/device\.cc:\d+\] rv == 0\. -2 vs 0",
+           "Gloo (JAX's CPU collectives) resolves the node's own hostname to bind its sockets, and that name "
+           "resolves nowhere on the node: add it to /etc/hosts or DNS there (in a container, to the image's "
+           "/etc/hosts); `getent hosts $(hostname)` on the node must answer"),
     _cause("rank missing at start", r"did not arrive within|Barrier timed out|"
            r"DEADLINE_EXCEEDED.*(?:[Rr]egister|connect)|did not release the roll call",
            "a rank never started or started too late: look at its log; raise HPCJAX_INIT_TIMEOUT if the "

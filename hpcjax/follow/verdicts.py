@@ -5,6 +5,7 @@ and rank with pass/fail. (The job itself is built by the `smoke` verb, cli/smoke
 from __future__ import annotations
 
 from hpcjax.values import jsonlines
+from hpcjax.values.errors import HpcjaxError
 from hpcjax.protocol.contract import ALL_CHECKS
 from hpcjax.values.sizes import format_bytes
 
@@ -38,16 +39,40 @@ def report_on(line: str) -> dict | None:
     return None
 
 
-def verdicts(reports: dict[int, dict[str, dict]], num_processes: int, bandwidth: bool) -> list[dict]:
-    """One row per expected rank: what it reported and whether it passed."""
+def silent_ranks(run, reports: dict[int, dict[str, dict]], num_processes: int, outcome) -> dict[int, tuple]:
+    """rank -> (its node, the first cause its log shows) for each rank that reported nothing (its
+    Python could not start, a library would not load, ...): the node where the run knows it (the
+    job's nodes, srun's report), the cause from the rank's own log (follow.triage), else its last line."""
+    from hpcjax.follow.triage import first_cause
+
+    try:
+        hosts = run.hosts()
+    except HpcjaxError:  # where it ran is a detail of the table: not known (accounting down), it is '?'
+        hosts = {}
+    hosts.update({failure.rank: failure.host for failure in getattr(outcome, "failed", ())})
+    logs, found = run.rank_logs(), {}
+    for rank in range(num_processes):
+        if reports.get(rank):
+            continue
+        text = run.read_log(logs[rank]) if rank in logs else ""
+        lines = [line.strip() for line in text.splitlines() if line.strip()]
+        found[rank] = (hosts.get(rank, "?"), first_cause(text) or (lines[-1] if lines else "its log is empty"))
+    return found
+
+
+def verdicts(reports: dict[int, dict[str, dict]], num_processes: int, bandwidth: bool,
+             silent: dict[int, tuple] | None = None) -> list[dict]:
+    """One row per expected rank: what it reported and whether it passed; a rank that reported
+    nothing, with its node and first cause where `silent` (silent_ranks) knows them."""
     wanted = ALL_CHECKS + (("bandwidth",) if bandwidth else ())
     rows = []
     for rank in range(num_processes):
         mine = reports.get(rank, {})
         devices, allreduce, bw = mine.get("devices", {}), mine.get("allreduce", {}), mine.get("bandwidth", {})
         missing = [c for c in wanted if c not in mine]
+        node, cause = (silent or {}).get(rank, ("?", ""))
         rows.append({
-            "rank": rank, "node": devices.get("node", "?"),
+            "rank": rank, "node": devices.get("node", node), "first_cause": cause,
             "local_devices": devices.get("local_device_count"), "expected_local": devices.get("expected_local"),
             "global_devices": devices.get("device_count"), "expected_global": devices.get("expected_global"),
             "allreduce": allreduce.get("seen"), "expected_sum": allreduce.get("expected"),
@@ -64,17 +89,23 @@ def format_table(rows: list[dict], bandwidth: bool) -> str:
         out.append("  rank  local/expected  global/expected  all-reduce (expected)"
                    + ("  busbw GB/s" if bandwidth else "") + "  result")
         for r in (r for r in rows if r["node"] == node):
-            local = f"{r['local_devices']}/{r['expected_local']}"
-            glob = f"{r['global_devices']}/{r['expected_global']}"
-            summed = f"{_short(r['allreduce'])} ({r['expected_sum']})"
+            local = f"{_known(r['local_devices'])}/{_known(r['expected_local'])}"
+            glob = f"{_known(r['global_devices'])}/{_known(r['expected_global'])}"
+            summed = f"{_short(r['allreduce'])} ({_known(r['expected_sum'])})"
             busbw = f"  {r['busbw_gbps']:>10.3f}" if bandwidth and r["busbw_gbps"] is not None else \
                 ("  " + "-".rjust(10) if bandwidth else "")
             result = "PASS" if r["ok"] else "FAIL" + (f" (no report: {', '.join(r['missing'])})"
                                                        if r["missing"] else "")
             out.append(f"  {r['rank']:>4}  {local:>14}  {glob:>15}  {summed:>21}{busbw}  {result}")
+            if r.get("first_cause"):
+                out.append(f"        first cause: {r['first_cause'][:300]}")
     passed = sum(r["ok"] for r in rows)
     out.append(f"{passed} of {len(rows)} ranks passed")
     return "\n".join(out)
+
+
+def _known(value) -> str:
+    return "-" if value is None else str(value)
 
 
 def _short(values) -> str:

@@ -44,6 +44,11 @@ TABLE = [
     ("collective error", "terminate called after throwing an instance of 'gloo::IoException'\n"
                          "  what():  [enforce fail at external/gloo/gloo/transport/tcp/pair.cc:446] "
                          "op.preamble.length <= op.nbytes. 4 vs 0"),
+    # jax 0.10's words when a node's own hostname resolves nowhere (the dev cluster, a rank in a UTS namespace)
+    ("this node's name does not resolve", "RuntimeError: Unable to initialize backend 'cpu': [enforce fail at "
+                                          "external/gloo/gloo/transport/tcp/device.cc:99] rv == 0. -2 vs 0 (you may "
+                                          "need to uninstall the failing plugin package, or set JAX_PLATFORMS=cpu "
+                                          "to skip this backend.)"),
     ("time limit", "slurmstepd: error: *** JOB 1234 ON node1 CANCELLED AT 2026-11-22T10:00:00 DUE TO TIME "
                    "LIMIT ***"),
     ("warning signal not handled", "srun: error: node2: task 3: User defined signal 2"),

@@ -36,6 +36,36 @@ def test_a_python_exception(tmp_path, slurm_cluster, hpcjax_home):
     assert causes[0]["evidence"] == "rank 2 log: ValueError: rank two is wrong"
 
 
+def test_a_node_whose_own_name_resolves_nowhere(tmp_path, slurm_cluster, hpcjax_home):
+    """Found on a release's root whose /etc/hosts lacked the machine's name (issue 62): Gloo fails with
+    `device.cc:99 rv == 0. -2 vs 0`, and the report blamed the network between nodes. Reproduced here
+    by giving each rank a hostname of its own (a UTS namespace: unshare -u, as root) that resolves nowhere."""
+    program = ("import jax, jax.numpy as jnp\njax.distributed.initialize()\n"
+               "from jax.experimental import multihost_utils\nprint(multihost_utils.process_allgather(jnp.ones(1)))\n")
+    (tmp_path / "prog.py").write_text(program)
+    result = run_hpcjax("submit", "--nodes", "2", "--gpus-per-node", "1", "--wait", "--", "unshare", "-u", "bash",
+                        "-c", f'hostname "nowhere-$SLURM_PROCID.invalid"; exec {sys.executable} prog.py', cwd=tmp_path,
+                        timeout=300)
+    result, causes = collected(result, tmp_path)
+    assert result.returncode == 1, result.stderr
+    assert "likely cause: this node's name does not resolve" in result.stderr, result.stderr
+    assert "device.cc:99] rv == 0. -2 vs 0" in causes[0]["evidence"], causes
+    assert "`getent hosts $(hostname)` on the node must answer" in causes[0]["hint"]
+
+
+def test_a_smoke_whose_ranks_never_report_names_their_nodes_and_first_cause(tmp_path, slurm_cluster, hpcjax_home):
+    """Found on a release's root whose Python could not load libffi (issue 62): the table said "node ?"
+    and None/None for every rank. Here the ranks' Python cannot start (PYTHONHOME names nothing)."""
+    done = run_hpcjax("smoke", "--nodes", "2", "--gpus-per-node", "1", "--env", "PYTHONHOME=/nonexistent",
+                      cwd=tmp_path, timeout=300)
+    assert done.returncode == 1, done.stderr
+    assert "node ?" not in done.stdout and "None" not in done.stdout, done.stdout
+    for rank, node in ((0, "node1"), (1, "node2")):
+        assert f"node {node}\n  rank  local/expected" in done.stdout, done.stdout
+        assert f"     {rank}             -/-              -/-                  - (-)  FAIL (no report: devices, " \
+               "allreduce)\n        first cause: ModuleNotFoundError: No module named 'encodings'" in done.stdout
+
+
 def test_a_rank_missing_at_start(tmp_path, slurm_cluster, hpcjax_home):
     script = '[ "$SLURM_PROCID" = 2 ] && sleep 40; exec "$0" -m hpcjax check devices'
     result, causes = submit_wait(tmp_path, "--env", "HPCJAX_INIT_TIMEOUT=5",
