@@ -68,6 +68,7 @@ unset PYTHONDONTWRITEBYTECODE
 # their cluster (tests/conftest.py, release_cluster); each start's log and exit status are in this folder.
 if [ -z "${HPCJAX_TEST_RELEASES_START:-}" ]; then
   HPCJAX_TEST_RELEASES_START=$(mktemp -d /tmp/hpcjax-releases.XXXXXX)
+  releases_made=$HPCJAX_TEST_RELEASES_START
   export HPCJAX_TEST_RELEASES_START
   echo "test.sh: the other SLURM releases' clusters, in the background (logs: $HPCJAX_TEST_RELEASES_START)" >&2
   for release in 20.11 24.11 26.05 strict; do
@@ -119,5 +120,5 @@ cat "$lane_log" && rm -f "$lane_log"
 tier -ra -m serial "$@"
 wait  # the image build and the cluster user, if a selection of tests (-k) ended before them
 if [ -n "${HPCJAX_TEST_IMAGE_BUILD:-}" ]; then rm -rf "$HPCJAX_TEST_IMAGE_BUILD"; fi
-rm -rf "$HPCJAX_TEST_RELEASES_START"
+if [ -n "${releases_made:-}" ]; then rm -rf "$releases_made"; fi
 exit "$status"
