@@ -25,10 +25,10 @@ flock 9
 log_file="$DIR/log/root-user-$SLURM_SUITE.log"
 inside() { bash "$here/enter.sh" "$release" "$@"; }
 
-if [[ ! -x $root/usr/sbin/sshd || ! -x $root/usr/bin/python3 ]]; then
-  log "adding Debian's python3 and openssh-server to the $SUITE root"
+if [[ ! -x $root/usr/sbin/sshd || ! -x $root/usr/bin/python3 || ! -x $root/usr/bin/rsync ]]; then
+  log "adding Debian's python3, openssh-server and rsync (hpcjax ships code with it) to the $SUITE root"
   DEBIAN_FRONTEND=noninteractive chroot "$root" apt-get install -y -qq --no-install-recommends python3 python3-venv \
-    openssh-server >"$log_file" 2>&1 || { tail -n 20 "$log_file" >&2; die "apt-get in the root failed"; }
+    openssh-server rsync >"$log_file" 2>&1 || { tail -n 20 "$log_file" >&2; die "apt-get in the root failed"; }
 fi
 mkdir -p "$root/run/sshd"
 # The machine's CA bundle (a registry behind a proxy of the site's own CA): the root's pip and uv use it.

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import SHARED_MACHINE, SHARED_MACHINE_ENV, run_hpcjax
+from conftest import DEVCLUSTER_CONF, SHARED_MACHINE, SHARED_MACHINE_ENV, run_hpcjax
 
 pytestmark = pytest.mark.cluster
 
@@ -117,8 +117,10 @@ def slowed(node: str, share: float, period_us: int = 100000):
     """Put the node's slurmd (and so every step it starts from now) in a CPU cgroup with a quota of
     `share` of one CPU per `period_us` (the kernel's default period is 100 ms); cgroup v1's cpu
     controller, or v2's cpu.max. Returns the undo."""
-    pid = subprocess.run(["pgrep", "-f", f"slurmd .*-N {node}$"], capture_output=True, text=True).stdout.split()
-    assert len(pid) == 1, f"no single slurmd for {node}: {pid}"
+    # by the dev cluster's own pid file: the other releases' clusters run a slurmd of that node name too
+    pid_file = DEVCLUSTER_CONF.parent.parent / "run" / f"slurmd.{node}.pid"
+    pid = pid_file.read_text().split() if pid_file.exists() else []
+    assert len(pid) == 1 and Path(f"/proc/{pid[0]}").exists(), f"no slurmd for {node} in {pid_file}: {pid}"
     v1 = Path("/sys/fs/cgroup/cpu")
     if (v1 / "cgroup.procs").exists():
         group, quota = v1 / f"hpcjax-test-slow-{node}", [("cpu.cfs_period_us", str(period_us)),

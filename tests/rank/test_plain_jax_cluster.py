@@ -3,6 +3,7 @@
 mapping, and seed 002's allreduce.py runs unchanged."""
 
 import json
+import re
 import os
 import subprocess
 import sys
@@ -44,9 +45,10 @@ def test_plain_jax_resolves_what_hpcjax_maps_on_every_rank(tmp_path, slurm_clust
 def test_two_steps_at_once_in_one_job_get_different_ports(tmp_path, slurm_cluster, hpcjax_home):
     script = run_hpcjax("render", "--gpus-per-node", "2", "--output-dir", str(tmp_path / "logs"), "--",
                         sys.executable, str(DATA / "probe_plain_jax.py"), cwd=tmp_path).stdout
-    launch = script[script.index("srun "):].rstrip("\n")
+    start = re.search(r"^srun ", script, re.MULTILINE).start()  # the launch (`srun --version` comes before it)
+    launch = script[start:].rstrip("\n")
     two = launch.replace("srun ", "srun --overlap ", 1).replace("%j-rank%t", "%j-step%s-rank%t")
-    script = script[:script.index("srun ")] + f"{two} &\n{two} &\nwait\n"
+    script = script[:start] + f"{two} &\n{two} &\nwait\n"
     (tmp_path / "logs").mkdir()
     (tmp_path / "two.sh").write_text(script)
     submitted = subprocess.run(["sbatch", "--parsable", "--wait", str(tmp_path / "two.sh")], capture_output=True,

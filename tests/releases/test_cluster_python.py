@@ -100,7 +100,7 @@ def test_the_cluster_login_runs_its_own_python(ssh_cluster_own_python):
 
 def test_a_remote_function_of_the_users_module_round_trips_across_the_two_pythons(project):
     done = call(project, "remote")
-    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.returncode == 0 and done.stdout.strip().endswith("}"), done.stdout + done.stderr[-3000:]
     found = json.loads(done.stdout.strip().splitlines()[-1])
     assert (found["python"], found["ranks"], found["twice"]) == ("3.13", 2, [0, 2, 4]), found
     import cloudpickle
@@ -120,7 +120,7 @@ def test_a_function_that_travels_as_code_is_refused_before_a_job_is_spent(projec
 
 def test_the_trainer_round_trips_across_the_two_pythons(project):
     done = call(project, "trainer")
-    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.returncode == 0 and done.stdout.strip().endswith("}"), done.stdout + done.stderr[-3000:]
     metrics = json.loads(done.stdout.strip().splitlines()[-1])
     assert (metrics["python"], metrics["ranks"], metrics["value"]) == ("3.13", 2, 4.0), metrics
 

@@ -93,12 +93,13 @@ def test_what_the_strict_site_refuses_is_said_before_anything_runs(release, rele
 @pytest.mark.parametrize("options, note", [
     (("--account", "nosuchacct"), "note: --account nosuchacct is not one of yours on this machine (physics, root); "
      "SLURM there does not enforce accounts, and will run the job billed to your default account instead"),
-    (("--qos", "gpu2", "--account", "physics", "--gpus-per-node", "4"), "note: the job asks for 4 GPUs; QOS gpu2 "
-     "allows 2 per user (MaxTRESPU gres/gpu=2); SLURM there does not enforce QOS limits"),
+    # 2 GPUs on each of 2 nodes: 4, over the QOS's 2, and room beside the other tests' jobs on the shared cluster
+    (("--qos", "gpu2", "--account", "physics", "--nodes", "2", "--gpus-per-node", "2"), "note: the job asks for 4 "
+     "GPUs; QOS gpu2 allows 2 per user (MaxTRESPU gres/gpu=2); SLURM there does not enforce QOS limits"),
 ], ids=["an account not yours", "over a QOS limit"])
 def test_the_same_requests_on_a_lenient_site_are_said_and_run(release, release_cluster, tmp_path, hpcjax_home,
                                                               options, note):
-    args = ["--nodes", "1", *options] + ([] if "--gpus-per-node" in options else ["--gpus-per-node", "1"])
+    args = [*options] + ([] if "--gpus-per-node" in options else ["--nodes", "1", "--gpus-per-node", "1"])
     done = hpcjax_on(release, "submit", *args, "--wait", "--", "true", cwd=tmp_path)
     assert done.returncode == 0 and note in done.stderr, done.stderr
     state = json.loads(hpcjax_on(release, "status", done.stdout.split()[0], "--json", cwd=tmp_path).stdout)["state"]
