@@ -12,6 +12,7 @@ from __future__ import annotations
 from hpcjax.slurm.commands import ASSOC_FIELDS
 from hpcjax.slurm.controller import config_values
 from hpcjax.slurm.fit import QosLimit
+from hpcjax.slurm.site import read_rows
 from hpcjax.values.errors import UsageError
 
 ASSOC_HINT = "`sacctmgr show assoc user=$USER format=account,partition,qos` lists yours"
@@ -44,12 +45,7 @@ def enforced(config: dict[str, str]) -> frozenset[str]:
 
 def user_rows(text: str, user: str, fields: tuple[str, ...]) -> list[dict]:
     """sacctmgr -n -P rows (User first, then `fields`) of one user."""
-    rows = []
-    for line in text.splitlines():
-        parts = [p.strip() for p in line.split("|")]
-        if len(parts) > len(fields) and parts[0] == user:
-            rows.append(dict(zip(fields, parts[1:])))
-    return rows
+    return [row for row in read_rows(text, ("User",) + fields) if row["User"] == user]
 
 
 def check(spec, rules: frozenset[str], rows: list[dict], where: str) -> list[str]:
