@@ -13,7 +13,7 @@ set -euo pipefail
 state=${HPCJAX_DEVCLUSTER_DIR:-/var/lib/hpcjax-devcluster}
 python=${PYTHON:-python3}
 packages=$("$python" -c 'import importlib.metadata as m
-print(" ".join(f"{p}=={m.version(p)}" for p in ("jax", "jaxlib", "numpy", "optax", "orbax-checkpoint")))')
+print(" ".join(f"{p}=={m.version(p)}" for p in ("jax", "jaxlib", "ml_dtypes", "numpy", "optax", "orbax-checkpoint")))')
 key=$( { cat "$0"; echo "$packages"; } | sha256sum | cut -c1-12)
 image="$state/images/jax-$key"
 if [ -e "$image/.hpcjax-image-complete" ]; then

@@ -185,7 +185,7 @@ def bare_jax_venv():
     python = where / "bin" / "python"
     if not (where / ".complete").is_file():
         shutil.rmtree(where, ignore_errors=True)
-        wanted = [f"{name}=={metadata.version(name)}" for name in ("jax", "jaxlib", "numpy")]  # this machine's
+        wanted = [f"{name}=={metadata.version(name)}" for name in ("jax", "jaxlib", "ml_dtypes", "numpy")]  # this machine's
         if subprocess.run([sys.executable, "-m", "uv", "--version"], capture_output=True).returncode == 0:
             venv.create(where, with_pip=False)
             install = [sys.executable, "-m", "uv", "pip", "install", "-q", "--python", str(python), *wanted]

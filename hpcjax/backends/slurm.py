@@ -49,12 +49,15 @@ class SlurmBackend(Backend):
             asks["config"] = commands.config()
         if sub.spec.exclude and not sub.spec.on:
             asks["nodes"] = commands.node_names(sub.spec.partition)
+        if sub.spec.on and inhold.asks_of_the_hold(sub.spec):  # its partition, account, QOS, time left
+            asks["hold"] = commands.controller_job(inhold.the_hold(sub).job_id)
         if not sub.spec.on:  # what the partition and the QOS allow (a job in a hold has the hold's)
             asks["partitions"] = commands.partitions()
             if sub.spec.qos:
                 asks["qos"] = commands.qos_limits()
             if sub.spec.qos or sub.spec.account:  # whether they are the user's, and what the site enforces
-                asks.update(config=commands.config(), associations=commands.everyones_associations(), user=["id", "-un"])
+                asks.update(config=commands.config(), associations=commands.everyones_associations(), user=["id", "-un"],
+                            default_accounts=commands.everyones_default_accounts())
         return {"programs": ["sbatch"], "paths": ([image] if image else []) + sources + there, "commands": asks}
 
     def check(self, sub, probe) -> None:
@@ -63,7 +66,7 @@ class SlurmBackend(Backend):
             controller.check_conf()
         self._check_paths(sub, probe)
         if sub.spec.on:
-            inhold.check(sub)
+            inhold.check(sub, probe.answer("hold"))
         if "sbatch" in probe.missing_programs:
             if sub.cluster.remote:
                 raise SlurmNotFound(f"`sbatch` is not on the PATH of {where} in a login shell",

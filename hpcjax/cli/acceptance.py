@@ -62,6 +62,8 @@ def run(args, say) -> int:
     common = job_options(args)
     page = Path(args.page).expanduser()
     work = Path("hpcjax-check")  # under the working directory: shipped with the tree from a laptop
+    refuse_unwritable(page, work)
+    refuse_what_submit_refuses(common)
     work.mkdir(exist_ok=True)
     (work / "exit_probe.py").write_text(EXIT_PROBE)
     image = args.image or profile_value(args, "image")
@@ -88,7 +90,7 @@ def run(args, say) -> int:
     results.append(exit_result(hpcjax("submit", *common, "--wait", "--", "python3", str(work / "exit_probe.py"))))
     say("logs, stacks, cancel: submitting")
     results.append(logs_stacks_cancel(common, where_options(args), say))
-    page.write_text(page_html(results, " ".join(sys.argv[1:])))
+    write_whole(page, page_html(results, " ".join(sys.argv[1:])))
     for result in results:
         say(f"{result.verdict.upper():8} {result.check}: {result.detail}" + (f"\n  hint: {result.hint}"
                                                                               if result.hint else ""))
@@ -97,6 +99,45 @@ def run(args, say) -> int:
     else:
         print(page.resolve())
     return 1 if any(r.verdict == "failed" for r in results) else 0
+
+
+def refuse_unwritable(page: Path, work: Path) -> None:
+    """The page's folder and the working directory (the probe's folder) take a file, proved by
+    writing one and removing it before any job is submitted: minutes of jobs are not spent on a
+    page that cannot be written (a folder under /proc, one that is not there, or read-only)."""
+    import tempfile
+
+    if page.is_dir():
+        raise UsageError(f"--page {str(page)!r} is a directory", "name the page's file: --page DIR/hpcjax-check.html")
+    for folder, what, hint in ((page.parent, f"--page {str(page)!r}: its folder",
+                                "give --page a path in a folder you can write, e.g. --page ~/hpcjax-check.html"),
+                               (Path.cwd(), "the working directory (where the check writes its probe, hpcjax-check/)",
+                                "run the check from a directory you can write, e.g. cd ~")):
+        where = os.path.abspath(folder)
+        if not folder.is_dir():
+            raise UsageError(f"{what} {where!r} is not there", hint)
+        try:
+            with tempfile.NamedTemporaryFile(dir=folder, prefix=".hpcjax-check-"):
+                pass
+        except OSError as error:
+            raise UsageError(f"{what} {where!r} cannot be written ({error.strerror or error})", hint) from None
+
+
+def refuse_what_submit_refuses(common: list[str]) -> None:
+    """Every check's job is refused alike where one is (an image not there, a runtime hpcjax does
+    not have, a partition the cluster lacks): ask submit's own checks once (--dry-run) and say
+    its refusal before anything is submitted."""
+    words, done = hpcjax("submit", *common, "--dry-run", "--", "true", timeout=300)
+    if done.returncode != 0:
+        error, hint = said(done)
+        raise UsageError(f"the check's jobs would be refused: {error}", hint or f"see all it says: {shown(words)}")
+
+
+def write_whole(page: Path, text: str) -> None:
+    """The page appears whole or not at all (a temporary file beside it, then renamed)."""
+    partial = page.with_name(f".{page.name}.partial")
+    partial.write_text(text)
+    partial.replace(page)
 
 
 def where_options(args) -> list[str]:
@@ -195,11 +236,17 @@ def logs_stacks_cancel(common: list[str], where: list[str], say) -> Result:
         return Result(name, "failed", shown(words), error, hint)
     steps = [shown(words)]
     try:
-        if not wait_for(lambda: state_of(job, where) == "RUNNING" and
-                        "hpcjax-check: running" in hpcjax("logs", job, *where)[1].stdout):
-            return Result(name, "failed", "; ".join(steps), f"job {job} did not start, or printed nothing, in "
-                                                             f"{WAIT_S} s (state {state_of(job, where)})",
-                          f"hpcjax status {job} says why it waits")
+        say(f"job {job} submitted: waiting for its first line (up to {WAIT_S} s)")
+        seen, printed = wait_for_line(job, where, say)
+        if not printed:
+            if seen in WAITING_STATES + ("RUNNING",):
+                return Result(name, "failed", "; ".join(steps), f"job {job} did not start, or printed nothing, in "
+                                                                 f"{WAIT_S} s (state {seen})",
+                              f"hpcjax status {job} says why it waits")
+            ended = hpcjax("status", job, *where, timeout=120)[1].stdout.strip()
+            return Result(name, "failed", "; ".join(steps), f"job {job} ended {seen} before it printed its line: "
+                                                             f"{' / '.join(ended.splitlines()[-2:])}",
+                          f"hpcjax status {job}; hpcjax logs {job}")
         steps.append(f"hpcjax logs {job}")
         say(f"job {job} running: reading its stacks")
         looked_words, looked = hpcjax("stacks", job, *where)
@@ -222,6 +269,27 @@ def state_of(job: str, where: list[str]) -> str:
         return json.loads(done.stdout).get("state", "")
     except ValueError:
         return ""
+
+
+WAITING_STATES = ("", "PENDING", "CONFIGURING", "REQUEUED", "RESIZING", "SUSPENDED")
+
+
+def wait_for_line(job: str, where: list[str], say) -> tuple[str, bool]:
+    """Wait for the running job's line in its log: (the job's state, whether the line is there).
+    A job that has ended (e.g. FAILED) ends the wait at once; one still waiting, after WAIT_S.
+    Says the state every 30 s while it waits."""
+    deadline = time.monotonic() + WAIT_S
+    said_at = time.monotonic()
+    while True:
+        state = state_of(job, where)
+        if state == "RUNNING" and "hpcjax-check: running" in hpcjax("logs", job, *where)[1].stdout:
+            return state, True
+        if state not in WAITING_STATES + ("RUNNING",) or time.monotonic() > deadline:
+            return state, False
+        if time.monotonic() - said_at >= 30:
+            say(f"job {job}: {state or 'not known yet'}, still waiting for its first line")
+            said_at = time.monotonic()
+        time.sleep(2)
 
 
 def wait_for(condition, timeout_s: float = WAIT_S) -> bool:

@@ -69,9 +69,14 @@ def cmd_smoke(args: argparse.Namespace, command: list[str]) -> int:
                           smoke.silent_ranks(run, reports, spec.layout.num_processes, outcome))
     ok = all(r["ok"] for r in rows)
     pairs = reports.get(0, {}).get("bandwidth", {}).get("pairs", [])
+    # No rank reported: the job ended before its ranks ran (a runtime not on the nodes, a module that
+    # would not load), and why is the job's to say, not an empty log's (issue 63)
+    job_said = outcome.report() if not reports and not outcome.ok else ""
+    if job_said:
+        print(job_said, file=sys.stderr)
     if args.json:
         print(json.dumps({"layout": spec.layout.name, "backend": backend, "job_id": run.job_id, "ranks": rows,
-                          "pairs": pairs, "ok": ok}, indent=2))
+                          "pairs": pairs, "ok": ok, **({"job": job_said} if job_said else {})}, indent=2))
     else:
         where = f" on {cluster.destination}" if cluster else ""
         print(f"smoke test {spec.layout.described} ({backend}{where}, job {run.job_id}):")

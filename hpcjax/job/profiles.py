@@ -28,6 +28,7 @@ from hpcjax.containers import table as runtime_table
 from hpcjax.values.errors import ConfigError, UsageError
 from hpcjax.hosts.cluster import DEFAULT_REMOTE_DIR, Cluster
 from hpcjax.job.spec import Container, JobSpec, Layout
+from hpcjax.job.walltime import UNLIMITED
 from hpcjax.values.validate import read_text
 
 PROFILES_ENV = "HPCJAX_PROFILES"
@@ -191,6 +192,8 @@ def with_overrides(values: dict, overrides: dict) -> dict:
 def build_spec(command, values: dict, defaults: dict | None = None):
     """A JobSpec from merged options; what none of them sets keeps `defaults`, then JobSpec's."""
     v = {**(defaults or {}), **values}
+    if values.get("on") and "time" not in values:  # a job in a hold runs to the hold's end unless it asks less
+        v["time"] = UNLIMITED
     layout = Layout(**{k: v[k] for k in ("nodes", "gpus_per_node", "gpus_per_process") if k in v})
     runtime = v.get("runtime") or (runtime_table.DEFAULT_WITH_IMAGE if v.get("image") else runtime_table.BARE)
     container = Container(runtime=runtime, image=v.get("image"), binds=tuple(v.get("binds", ())),

@@ -134,6 +134,12 @@ def default_account(user: str) -> list[str]:
     return ["sacctmgr", "-n", "-P", "show", "user", user, "format=DefaultAccount"]
 
 
+def everyones_default_accounts() -> list[str]:
+    """User|DefaultAccount of every user the caller may read: the account a job without --account is
+    billed to, learnt without knowing the user's name on the cluster."""
+    return ["sacctmgr", "-n", "-P", "show", "user", "format=User,DefaultAccount"]
+
+
 def test_only_without(partition: str | None, time: str | None, account: str | None) -> list[str]:
     """sbatch's verdict on a one-second job that leaves out --time or --account (None): whether the
     site (its submit filter, its enforcement) refuses a job without it. Nothing is submitted."""

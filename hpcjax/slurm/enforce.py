@@ -23,8 +23,12 @@ def judge(spec, answer, where: str, fits) -> list[str]:
     it would refuse them or hold the job for ever. `answer(name)`: the check step's probe's (exit code,
     output) of config, associations and user; `fits()`: hpcjax.slurm.fit's check of the job."""
     rules = enforced(config_values(answer("config")[1]))
+    user = answer("user")[1].strip()
     code, text = answer("associations")
-    notes = check(spec, rules, user_rows(text if code == 0 else "", answer("user")[1].strip(), ASSOC_FIELDS), where)
+    code_default, text_default = answer("default_accounts")
+    default = next((row["DefaultAccount"] for row in user_rows(text_default if code_default == 0 else "", user,
+                                                                 ("DefaultAccount",))), "")
+    notes = check(spec, rules, user_rows(text if code == 0 else "", user, ASSOC_FIELDS), where, default)
     try:
         fits()
     except QosLimit as over:  # held for ever where limits are enforced, else run: said
@@ -48,10 +52,11 @@ def user_rows(text: str, user: str, fields: tuple[str, ...]) -> list[dict]:
     return [row for row in read_rows(text, ("User",) + fields) if row["User"] == user]
 
 
-def check(spec, rules: frozenset[str], rows: list[dict], where: str) -> list[str]:
+def check(spec, rules: frozenset[str], rows: list[dict], where: str, default_account: str = "") -> list[str]:
     """UsageError where SLURM on `where` would refuse the job's --account or --qos (rules enforced);
     the notes to say where it would take them and run the job otherwise than asked. `rows`: the user's
-    associations (Account, QOS, ...); none read (no accounting), nothing is judged."""
+    associations (Account, QOS, ...); none read (no accounting), nothing is judged. A --qos without
+    --account is judged under the account the job is billed to: the user's default, where known."""
     if not rows:
         return []
     notes = []
@@ -64,10 +69,12 @@ def check(spec, rules: frozenset[str], rows: list[dict], where: str) -> list[str
         notes.append(f"{said}; SLURM there does not enforce accounts, and will run the job billed to your default "
                      "account instead")
     if spec.qos:
-        mine = [row for row in rows if not spec.account or row.get("Account") == spec.account]
+        account = spec.account or default_account
+        mine = [row for row in rows if not account or row.get("Account") == account]
         allowed = sorted({q for row in mine for q in row.get("QOS", "").split(",") if q})
         if allowed and spec.qos not in allowed:
-            under = f" under account {spec.account}" if spec.account else ""
+            under = (f" under account {spec.account}" if spec.account else
+                     f" under your default account {account} (no --account given)" if account else "")
             said = f"--qos {spec.qos} is not one you may use{under} on {where} ({', '.join(allowed)})"
             having = sorted({row["Account"] for row in rows if spec.qos in row.get("QOS", "").split(",")})
             other = f", or --account {' or '.join(having)}, which has it" if having else ""

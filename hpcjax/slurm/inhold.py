@@ -7,10 +7,11 @@ its logs, attempts, ranks' failures and hang are read as any SLURM job's, under 
 from __future__ import annotations
 
 import dataclasses
+import re
 
 from hpcjax.values import jobid
 from hpcjax.protocol.contract import FINISHED_STATES, WARNING_SIGNAL, Layout, rank_log_path
-from hpcjax.values.errors import HpcjaxError, UsageError
+from hpcjax.values.errors import HpcjaxError, SpecError, UsageError
 from hpcjax.follow.outcome import Finding, Outcome
 from hpcjax.follow.run import Run
 from hpcjax.hosts.cluster import Cluster
@@ -137,14 +138,28 @@ def spec_in(hold: holds.Hold, spec):
     return dataclasses.replace(spec, gpu_type=hold.gpu_type)
 
 
-def check(sub) -> None:
-    """A job for a hold: the hold is known here, up (or about to be), and holds the job's layout."""
+# What a job may ask that its hold decides: the job runs in the hold's allocation, whatever it asks.
+HOLDS_OWN = (("partition", "Partition", "--partition"), ("account", "Account", "--account"), ("qos", "QOS", "--qos"))
+
+
+def asks_of_the_hold(spec) -> bool:
+    """Whether the job asks something of its own that only the hold's allocation can say yes to."""
+    return any(getattr(spec, field) for field, _, _ in HOLDS_OWN) or spec.time_seconds is not None
+
+
+def check(sub, hold_answer: tuple[int, str] = (1, "")) -> None:
+    """A job for a hold: the hold is known here, up (or about to be), holds the job's layout, and is
+    what the job asks of its partition, account, QOS and time (`hold_answer`: `scontrol show job`
+    of the hold, asked with the submit's other questions)."""
     hold = the_hold(sub)
     if sub.spec.gpu_type and sub.spec.gpu_type != hold.gpu_type:
         raise UsageError(f"--gpu-type {sub.spec.gpu_type}: hold {hold.name} has "
                          + (f"{hold.gpu_type} GPUs" if hold.gpu_type else "untyped GPUs"),
                          "a job in a hold runs on the hold's GPUs: leave --gpu-type out, or hold GPUs of that type "
                          f"(hpcjax hold --name NAME --gpu-type {sub.spec.gpu_type} ...)")
+    code, text = hold_answer
+    if code == 0:
+        check_own_options(sub.spec, hold, dict(re.findall(r"(\w+)=(\S*)", text)))
     too_big = hold.fits(sub.spec.layout)
     if too_big:
         raise UsageError(f"{too_big}: the job does not fit in it",
@@ -164,6 +179,34 @@ def check(sub) -> None:
             raise UsageError(f"the job needs {sub.spec.layout.nodes} node(s) of hold {hold.name}, and excluding "
                              f"{', '.join(sub.spec.exclude)} leaves {len(left)} of its nodes {found.nodelist}",
                              "exclude fewer, ask for fewer nodes, or hold others")
+
+
+def check_own_options(spec, hold: holds.Hold, fields: dict) -> None:
+    """Refuse what the job asks that its hold is not (a step cannot leave its allocation's partition,
+    account or QOS, nor outlive it): it ran silently in the hold's before (issue 63)."""
+    from hpcjax.job.walltime import format_walltime, parse_walltime
+
+    again = f"hpcjax hold --name NAME --nodes {hold.layout.nodes} --gpus-per-node {hold.layout.gpus_per_node}"
+    for field, key, flag in HOLDS_OWN:
+        asked, held = getattr(spec, field), fields.get(key, "")
+        if asked and held and asked.lower() != held.lower():
+            raise UsageError(f"{flag} {asked}: hold {hold.name} (job {hold.job_id}) runs with {key.lower()} {held}, "
+                             "and a job in a hold runs in the hold's allocation",
+                             f"leave {flag} out to run in the hold, or hold an allocation with it: {again} {flag} "
+                             f"{asked} ...")
+    asked_s, limit = spec.time_seconds, fields.get("TimeLimit", "")
+    try:
+        limit_s = parse_walltime(limit) if limit else None
+        ran = fields.get("RunTime", "") if fields.get("JobState") == "RUNNING" else ""
+        ran_s = parse_walltime(ran) if ran.strip("0:-") else 0  # (parse_walltime takes no zero)
+    except SpecError:
+        return  # a time SLURM writes in a form hpcjax does not read: SLURM's own limit still applies
+    if asked_s is not None and limit_s is not None and asked_s > limit_s - ran_s:
+        left = format_walltime(max(limit_s - ran_s, 60))
+        raise UsageError(f"--time {spec.time}: hold {hold.name} (job {hold.job_id}) has {left} left of its "
+                         f"{format_walltime(limit_s)}; the job would end with the hold, not at its own limit",
+                         f"leave --time out (a job in a hold may run to the hold's end), ask at most {left}, or "
+                         f"hold longer: {again} --time {spec.time}")
 
 
 def queue(sub) -> tuple[InHoldRun, dict]:

@@ -44,7 +44,7 @@ if [[ ! -x $venv/bin/python ]] || ! "$venv/bin/python" -c "import jax, optax, or
   log "making the cluster user's Python at $venv (jax, jaxlib, numpy, optax, orbax-checkpoint)"
   /usr/bin/python3 -m venv "$venv"
   pins=$(python3 -m pip list --format=freeze 2>/dev/null \
-           | grep -iE '^(jax|jaxlib|numpy|optax|orbax-checkpoint)==' || true)
+           | grep -iE '^(jax|jaxlib|ml.dtypes|numpy|optax|orbax-checkpoint)==' || true)
   # shellcheck disable=SC2086 # one argument per pin
   "${install[@]}" ${pins:-jax jaxlib numpy optax orbax-checkpoint} \
     >"$DIR/log/cluster-python.log" 2>&1 || { tail -n 20 "$DIR/log/cluster-python.log" >&2; die "install failed"; }

@@ -38,7 +38,7 @@ if ! chroot "$root" "$venv/bin/python" -c "import jax, optax, orbax.checkpoint" 
   chroot "$root" /usr/bin/python3 -m venv "$venv"
   # The laptop's versions of JAX (so the ranks compute alike), for this Python; its cloudpickle is
   # whatever that Python gets: the laptop's and the cluster's differ, as they do on real sites.
-  pins=$(python3 -m pip list --format=freeze 2>/dev/null | grep -iE '^(jax|jaxlib|optax|orbax-checkpoint)==' || true)
+  pins=$(python3 -m pip list --format=freeze 2>/dev/null | grep -iE '^(jax|jaxlib|ml.dtypes|optax|orbax-checkpoint)==' || true)
   # uv of this machine's Python (the root shares it, and the installer's cache), else the venv's pip
   machine_python=$(python3 -c 'import sys; print(sys.executable)')
   uv=("$machine_python" -m uv pip install -q --python "$venv/bin/python")

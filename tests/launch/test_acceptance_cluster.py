@@ -44,17 +44,36 @@ def test_the_acceptance_check_passes_on_the_dev_cluster_and_its_page_says_so(sha
     assert 'data-failed="0" data-checks="6"' in dom and "hpcjax works here: 6 of 6 checks passed" in dom
 
 
-def test_an_image_that_is_not_there_fails_each_check_that_needs_it_with_the_hint(shared_storage, slurm_cluster,
-                                                                                 hpcjax_home):
+def test_an_image_that_is_not_there_is_refused_before_any_job(shared_storage, slurm_cluster, hpcjax_home):
+    """Issue 63: it ran every check (five "submitting" lines, nothing submitted) before; now submit's
+    own checks are asked once, first: no job, no page, no probe folder."""
     done = run_hpcjax("site", "--check", "--gpus-per-node", "2", "--image", str(shared_storage / "no-such-image"),
-                      "--runtime", "charliecloud", "--page", "page.html", cwd=shared_storage, timeout=600)
+                      "--runtime", "charliecloud", "--page", "page.html", cwd=shared_storage, timeout=300)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.startswith("error: the check's jobs would be refused: image ") and "no-such-image" in done.stderr
+    assert "submitting" not in done.stderr and done.stdout == ""
+    assert not (shared_storage / "page.html").exists() and not (shared_storage / "hpcjax-check").exists()
+    assert json.loads(run_hpcjax("runs", "--json").stdout) == []
+
+
+def test_jobs_that_all_fail_at_once_end_the_check_with_each_cause_not_a_silent_wait(shared_storage, slurm_cluster,
+                                                                                  hpcjax_home):
+    """Issue 63: a runtime the nodes do not have (apptainer: an image file that is here, a runtime
+    that is not on the nodes) fails every job at once. The check waited up to 900 + 120 s for the
+    logs job to reach RUNNING, silent after "logs, stacks, cancel: submitting"; now a job that has
+    ended ends the wait, with its state and its cause."""
+    image = shared_storage / "image.sif"
+    image.write_text("not an image: the nodes have no apptainer to try it\n")
+    done = run_hpcjax("site", "--check", "--gpus-per-node", "2", "--image", str(image), "--runtime", "apptainer",
+                      "--page", "page.html", "--json", cwd=shared_storage, timeout=600)
     assert done.returncode == 1, done.stderr
-    assert done.stdout.strip() == str((shared_storage / "page.html").resolve())
-    assert "FAILED   smoke, one process per GPU: " in done.stderr and "no-such-image" in done.stderr
-    assert "FAILED   container: a smoke failed" in done.stderr
-    dom = loaded(shared_storage / "page.html")
-    assert 'data-failed="6" data-checks="6"' in dom, done.stderr
-    assert "6 of 6 checks failed: fix them in order, with each hint" in dom
+    found = {r["check"]: r for r in json.loads(done.stdout)["results"]}
+    assert {check: r["verdict"] for check, r in found.items()} == dict.fromkeys(found, "failed"), done.stderr
+    logs = found["logs, stacks, cancel"]["detail"]
+    assert " ended FAILED before it printed its line: " in logs, logs
+    for check in ("smoke, one process per GPU", "logs, stacks, cancel"):  # the job's own cause, not an empty log's
+        assert "apptainer is not installed on " in found[check]["detail"], found[check]
+    assert 'data-failed="6" data-checks="6"' in loaded(shared_storage / "page.html")
 
 
 def loaded(page) -> str:

@@ -48,3 +48,16 @@ def test_rows_are_the_users_own():
     rows = enforce.user_rows(text, "root", ("Account", "Partition", "QOS", "DefaultQOS", "GrpTRES", "MaxTRES",
                                             "MaxWall"))
     assert [r["Account"] for r in rows] == ["root", "physics"]
+
+
+def test_a_qos_without_an_account_is_judged_under_the_default_account():
+    """Issue 63: --qos gpu2 alone ran without a word on the lenient dev cluster, billed to root,
+    which has not gpu2 (only physics has it): judged under the account the job is billed to."""
+    notes = enforce.check(spec(qos="gpu2"), frozenset(), ROWS, "c", default_account="root")
+    assert notes == ["--qos gpu2 is not one you may use under your default account root (no --account given) on c "
+                     "(normal); SLURM there does not enforce QOS, and will run the job without it"]
+    with pytest.raises(UsageError) as refused:
+        enforce.check(spec(qos="gpu2"), frozenset({"qos", "associations"}), ROWS, "c", default_account="root")
+    assert refused.value.hint.startswith("give --qos normal, or --account physics, which has it")
+    assert enforce.check(spec(qos="gpu2"), frozenset({"qos"}), ROWS, "c", default_account="physics") == []
+    assert enforce.check(spec(qos="gpu2"), frozenset({"qos"}), ROWS, "c") == []  # default not known: any of theirs
