@@ -44,7 +44,9 @@ if [[ $RELEASE != 22.05 ]]; then
   # The one MariaDB, and the packages, come with this machine's own cluster: started first, by one
   # of several releases started at once (scripts/test.sh starts them side by side).
   mkdir -p "$DIR/run"
-  ( flock 9; bash "$here/up.sh" ) 9>"$DIR/run/up.lock"
+  # (fd 9 closed for up.sh: a daemon it starts would inherit the lock and hold it for as long as it
+  # runs, and every other release's start would wait on it for ever: measured, 2026-12-06)
+  ( flock 9; bash "$here/up.sh" 9>&- ) 9>"$DIR/run/up.lock"
   bash "$here/root.sh" "$RELEASE" >/dev/null
   DIR=$(state_of "$RELEASE") CLUSTER=$RELEASE_CLUSTER PORT_BASE=$RELEASE_PORT_BASE
   RUN=(bash "$here/enter.sh" "$RELEASE")
