@@ -19,7 +19,7 @@ from hpcjax.values.errors import UsageError
 from hpcjax.hosts.cluster import Cluster
 from hpcjax.job import profiles
 from hpcjax.job.spec import JobSpec
-from hpcjax.values.validate import local_path, require_int
+from hpcjax.values.validate import require_int, resolved_local_path
 
 # Ray's fields that describe TPU slices or Ray's own scheduler: no meaning on SLURM.
 NOT_ON_SLURM = ("use_tpu", "topology", "accelerator_type", "placement_strategy", "trainer_resources")
@@ -140,7 +140,7 @@ def storage_dir(storage_path: str | None, default: str, cluster: Cluster | None 
     """Where calls and runs keep their files: on this machine, resolved; on a cluster reached
     over SSH, a path there (a relative one under its remote directory)."""
     if cluster is None or not cluster.remote:
-        return local_path(str(storage_path or default), "storage_path").resolve()
+        return resolved_local_path(str(storage_path or default), "storage_path")
     path = str(storage_path or default)
     if path.startswith("~") or "$" in path:
         raise UsageError(f"storage_path {path!r} on {cluster.name}: ~ and $VARIABLES are the cluster's, "
@@ -188,7 +188,7 @@ class Data:
                                  "Data('cluster:/shared/datasets/mnist')")
             self.path = text
         else:
-            resolved = local_path(text, "Data").resolve()
+            resolved = resolved_local_path(text, "Data path")
             if not resolved.exists():
                 raise UsageError(f"Data path {str(path)!r} does not exist (resolved to {resolved})",
                                  "give an existing file or directory; one that is on the cluster only is "

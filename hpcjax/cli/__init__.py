@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import shlex
 import sys
 
 from hpcjax import __version__
@@ -80,6 +81,14 @@ def verb_of(options: list[str]) -> str | None:
     return next((word for word in options if not word.startswith("-")), None)
 
 
+def takes_a_command(parser: argparse.ArgumentParser, verb: str | None) -> bool:
+    """Whether `verb` runs a command given after `--` (submit, render, shell): its parser's default."""
+    for action in parser._actions:  # argparse keeps its subparsers in no public place
+        if isinstance(action, argparse._SubParsersAction) and verb in action.choices:
+            return bool(action.choices[verb].get_default("takes_command"))
+    return False
+
+
 def split_command(argv: list[str]) -> tuple[list[str], list[str] | None]:
     """Everything after the first `--` is the job's command, untouched by argparse."""
     if "--" not in argv:
@@ -128,9 +137,17 @@ def main(argv: list[str] | None = None) -> int:
     sys.stdout = Output(real)
     try:
         options = join_dashed_values(options)
-        args = build_parser(verb_of(options)).parse_args(options)
-        if command is not None and not args.takes_command:
-            raise UsageError(f"`hpcjax {args.verb}` takes no command after --", f"see `hpcjax {args.verb} --help`")
+        verb = verb_of(options)
+        parser = build_parser(verb)
+        if command is not None and not takes_a_command(parser, verb):
+            # there `--` only ends the options, as it does for any program: `status -- -1` asks for job -1
+            args, extra = parser.parse_known_args(options + ["--"] + command)
+            if extra:
+                raise UsageError(f"`hpcjax {verb}` takes no command after --: {shlex.join(extra)}",
+                                 f"see `hpcjax {verb} --help`")
+            command = None
+        else:
+            args = parser.parse_args(options)
         code = args.run(args, command or [])
         sys.stdout.flush()  # here, where a failure is said: not at the interpreter's exit
         return code

@@ -21,7 +21,7 @@ def cmd_recipe(args: argparse.Namespace, command: list[str]) -> int:
     requirements = None
     if args.requirements:
         path = Path(args.requirements)
-        if not path.is_file():
+        if not path.exists():  # (a directory, one that cannot be read: read_text says which)
             raise UsageError(f"requirements file {args.requirements!r} does not exist",
                              "give the path of a pip requirements file: --requirements requirements.txt")
         requirements = read_text(path, "requirements file")

@@ -41,6 +41,10 @@ def load(args: argparse.Namespace) -> list[dict]:
         raise UsageError(f"--state {args.state!r} is not a state a job can be in",
                          f"SLURM's states: {', '.join(sorted(JOB_STATES))} (any case), e.g. --state failed")
     since = parse_since(args.since) if args.since else None
+    if args.sweep is not None and not re.fullmatch(r"\d{1,19}", args.sweep.strip()):
+        raise UsageError(f"--sweep {args.sweep!r} is not a sweep's id",
+                         "a sweep's id is the job id `hpcjax submit --sweep` printed, e.g. --sweep 1234 (`hpcjax runs` "
+                         "lists each element as ID_N)")
     with closing(db.connect()) as conn:
         query = dict(state=args.state, since=since, name=args.name, cluster=args.cluster, sweep=args.sweep)
         rows = db.runs(conn, **query)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from dataclasses import fields
 
 from hpcjax.protocol.contract import DEFAULT_RUN_DIR
@@ -71,6 +72,28 @@ def config_from_args(args: argparse.Namespace):
     return TrainConfig(model=model, **{n: getattr(args, n) for n in names if hasattr(args, n)})
 
 
+def writable_run_dir(run_dir: str) -> None:
+    """The run directory is a directory this rank can write, said before JAX starts (a file, or a
+    folder under /proc, was found at the compilation cache's first write, and blamed on it)."""
+    import tempfile
+
+    from hpcjax.values.errors import ConfigError
+    from hpcjax.values.validate import make_directory
+
+    if os.path.exists(run_dir) and not os.path.isdir(run_dir):
+        raise ConfigError(f"--run-dir {run_dir!r} is a file, not a directory",
+                          "give a directory for the run's checkpoints and metrics (made if it is not there), e.g. "
+                          "--run-dir runs/first")
+    make_directory(run_dir, "--run-dir", ConfigError)
+    try:
+        with tempfile.NamedTemporaryFile(dir=run_dir, prefix=".hpcjax-writable-"):
+            pass
+    except OSError as err:
+        raise ConfigError(f"--run-dir {run_dir!r} cannot be written: {err.strerror or err}",
+                          "give a directory on storage you can write (shared by the nodes), e.g. --run-dir "
+                          "$SCRATCH/runs/first") from None
+
+
 def cmd_train(args: argparse.Namespace, command: list[str]) -> int:
     from hpcjax.cli.options import flagged
     from hpcjax.values.errors import ConfigError
@@ -81,6 +104,7 @@ def cmd_train(args: argparse.Namespace, command: list[str]) -> int:
     except ConfigError as err:  # named as the flags typed: --d-model 96, not d_model=96
         names = [f.name for config in (TrainConfig, ModelConfig) for f in fields(config)]
         raise ConfigError(flagged(err.message, names), flagged(err.hint, names)) from None
+    writable_run_dir(cfg.run_dir)
     import jax
 
     from hpcjax.train.loop import train

@@ -46,8 +46,11 @@ CONNECT_ERRORS = (
 
 
 def check_destination(destination: str, what: str = "SSH destination") -> None:
-    """Refuse what ssh would read as an option (a leading '-') or split (whitespace)."""
-    if not destination or destination.startswith("-") or any(c.isspace() for c in destination):
+    """Refuse what ssh would read as an option (a leading '-') or split (whitespace), and a user@ or
+    @host with a part left empty (ssh answers that with its usage text)."""
+    user, at, host = destination.rpartition("@") if isinstance(destination, str) else ("", "", "")
+    if (not destination or destination.startswith("-") or any(c.isspace() for c in destination)
+            or not host or (at and not user)):
         raise UsageError(f"invalid {what} {destination!r}",
                          "give an SSH destination: user@login.example.org or a Host alias of ~/.ssh/config")
 

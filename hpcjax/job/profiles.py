@@ -27,6 +27,7 @@ from pathlib import Path
 from hpcjax.containers import table as runtime_table
 from hpcjax.values.errors import ConfigError, UsageError
 from hpcjax.hosts.cluster import DEFAULT_REMOTE_DIR, Cluster
+from hpcjax.hosts.ssh import check_destination
 from hpcjax.job.spec import Container, JobSpec, Layout
 from hpcjax.job.walltime import UNLIMITED
 from hpcjax.values.validate import read_text
@@ -121,6 +122,14 @@ def check_value(key: str, value, what: str, *, sequences=(list,), example: str =
         raise ConfigError(f"{what} must be {expected}, got {value!r}", f"e.g. {example or _example(key)}")
     if key in POSITIVE and value < 1:
         raise ConfigError(f"{what} must be at least 1, got {value!r}", f"e.g. {example or _example(key)}")
+    if key == "host":  # "" would mean this machine without a word; "@" gives ssh's usage text
+        try:
+            check_destination(value, "host")
+        except UsageError as bad:
+            raise ConfigError(f"{what}: {bad.message}", f"{bad.hint}; leave host out to run on this machine") from None
+    if key == "remote_dir" and not value.strip():
+        raise ConfigError(f"{what} is empty", f'name a directory there, e.g. remote_dir = "$SCRATCH/hpcjax", or leave '
+                          f"the key out for the default ({DEFAULT_REMOTE_DIR})")
 
 
 def _example(key: str) -> str:

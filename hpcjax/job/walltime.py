@@ -10,6 +10,10 @@ from hpcjax.values.errors import SpecError
 # SLURM's accepted walltime forms: M, M:S, H:M:S, D-H, D-H:M, D-H:M:S.
 WALLTIME = re.compile(r"(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?")
 UNLIMITED = "UNLIMITED"  # sbatch's --time=0, UNLIMITED or INFINITE: no limit beyond the partition's
+# The longest limit SLURM keeps as given: past 2**31 - 1 seconds it wraps into another (measured on
+# 22.05, 24.11 and 26.05: 596523:00:00 is kept as 24855-03:00:00, 596524:00:00 becomes
+# 2957761-01:49:00, and 99999999:00:00 2,973,620 days: issue 63). In whole minutes, as SLURM keeps it.
+MOST_MINUTES = (2**31 - 1) // 60
 
 
 def parse_walltime(text: str) -> int | None:
@@ -36,6 +40,10 @@ def parse_walltime(text: str) -> int | None:
         total, in_range = numbers[0] * 60, True
     if not in_range or total <= 0:
         raise SpecError(f"walltime {text!r} is out of range", hint, field="time")
+    if total > MOST_MINUTES * 60:
+        raise SpecError(f"walltime {text!r} is longer than SLURM can keep (at most {MOST_MINUTES:,} minutes, about "
+                        f"{MOST_MINUTES // 525960:,} years): SLURM would wrap it into another limit",
+                        "give the time the job needs, or 0 / UNLIMITED for no limit but the partition's", field="time")
     return total
 
 

@@ -43,12 +43,15 @@ def parse_upload(text: str, cwd: Path | None = None) -> tuple[Path, str]:
     if not local.strip() or not path.exists():
         raise UsageError(f"--upload {text}: {local or repr(local)} does not exist on this machine",
                          f"give a local directory or file, optionally with the name the job sees: {form}")
+    if path == Path(path.anchor):
+        raise UsageError(f"--upload {text}: {path} is the whole file system",
+                         f"give the directory or file the job reads: {form}")
     if not name:
         name = str(given.relative_to(cwd)) if cwd in given.parents else given.name
-    check_links(path, f"--upload {text}")
-    if not UPLOAD_NAME.fullmatch(name) or ".." in name.split("/"):
+    if not UPLOAD_NAME.fullmatch(name) or ".." in name.split("/"):  # checked before the walk of what it names
         raise UsageError(f"--upload {text}: {name!r} is not a relative path the job can be given",
                          "letters, digits, '.', '_', '-' and '/', below the working directory, e.g. data/mnist")
+    check_links(path, f"--upload {text}")
     return path, name
 
 
@@ -103,7 +106,10 @@ def survey(path: Path) -> dict[str, list[str]]:
             except OSError:
                 target = None
             if target is None or (target != root and root not in target.parents):
-                found["outside"].append(f"{shown(entry)} -> {os.readlink(entry)}")
+                try:
+                    found["outside"].append(f"{shown(entry)} -> {os.readlink(entry)}")
+                except OSError:  # a link only its owner may read (/proc/1/cwd)
+                    found["unreadable"].append(shown(entry))
             return False
         if not (stat.S_ISDIR(mode) or stat.S_ISREG(mode)):
             found["special"].append(shown(entry))

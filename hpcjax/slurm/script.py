@@ -124,6 +124,11 @@ def render_sbatch(spec: JobSpec, *, check_syntax: bool = True, hold: bool = Fals
                             "its blocks (directives, prologue, launch, srun_options, epilogue) using the "
                             "names the packaged template uses (spec, layout, container, ...); save it as UTF-8"
                             ) from None
+        if f"\n# Rendered by hpcjax {__version__}. " not in text:  # the packaged template's line, outside its blocks
+            raise SpecError(f"site template {spec.template} does not extend hpcjax's script: what it renders is not "
+                            "a script hpcjax wrote, and would go to sbatch as it is",
+                            'a site template starts with {% extends "hpcjax/sbatch.sh.j2" %} and overrides its blocks '
+                            "(directives, prologue, launch, srun_options, epilogue): the site profiles page of the docs shows one")
     if check_syntax:
         check_bash_syntax(text, spec)
     return text

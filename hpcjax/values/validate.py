@@ -83,6 +83,17 @@ def make_directory(text: str, flag: str, error=UsageError) -> None:
                     f"give {flag} a directory you can create") from None
 
 
+def resolved_local_path(text: str, what: str, error=UsageError):
+    """local_path, its links followed: a loop of symbolic links is refused by name (pathlib raises
+    RuntimeError before Python 3.13, OSError after)."""
+    try:
+        return local_path(text, what, error).resolve()
+    except (RuntimeError, OSError) as loop:
+        raise error(f"{what} {text!r} cannot be resolved: {getattr(loop, 'strerror', None) or loop}",
+                    "point it at the file or directory itself, not at links that lead back to each other "
+                    "(`ls -l` shows where each link goes)") from None
+
+
 def local_path(text: str, what: str, error=UsageError):
     """`text` as a path of this machine, `~` and `~user` expanded: a user that does not exist, or a
     NUL byte, is refused by name (pathlib raises RuntimeError or ValueError from deep inside)."""

@@ -11,6 +11,8 @@ import sys
 
 import pytest
 
+from conftest import REPO
+from support import cli
 from test_bad_input import refused
 
 
@@ -62,3 +64,76 @@ def test_a_job_in_a_hold_without_time_runs_to_the_holds_end_and_one_with_time_ke
     timed = build_spec(["true"], {"on": "dev", "time": "5"}, defaults={"time": "01:00:00"})
     assert " --time=00:05:00" in in_hold_options(timed)
     assert build_spec(["true"], {}, defaults={"time": "01:00:00"}).time == "01:00:00"  # a job of its own: as before
+
+
+# --- arguments after `--` of a verb that runs no command ----------------------------------------------
+@pytest.mark.parametrize("argv, words", [
+    (["status", "--", "-1"], "invalid job id '-1'"),  # said "the following arguments are required: job_id"
+    (["logs", "--", "12x"], "invalid job id '12x'"),
+    (["tunnel", "12", "--", "-1"], "argument port: '-1' is not a TCP port"),
+    (["status", "12", "--", "extra"], "`hpcjax status` takes no command after --: extra"),
+    (["runs", "--sweep", "abc"], "--sweep 'abc' is not a sweep's id"),  # exited 0: "no runs match"
+])
+def test_what_follows_double_dash_is_the_verbs_own_argument(empty, argv, words):
+    refused(empty, argv, words)
+
+
+# --- values taken silently or misread --------------------------------------------------------------
+@pytest.mark.parametrize("profile, words", [
+    ('host = ""', "host: invalid host ''"),  # submitted on this machine
+    ('host = "@"', "host: invalid host '@'"),  # ssh's usage text
+    ('host = "me@"', "host: invalid host 'me@'"),
+    ('host = "me@login"\nremote_dir = ""', "remote_dir is empty"),  # "characters hpcjax will not pass to a shell"
+])
+def test_a_profile_that_names_no_cluster_is_refused_by_its_key(empty, profile, words):
+    (empty / "p.toml").write_text(f"[profiles.x]\n{profile}\n")
+    refused(empty, ["submit", "--profile", "x", "--profile-file", "p.toml", "--dry-run", "--", "true"],
+            f"p.toml, profile 'x': {words}", leaves=["p.toml"])
+
+
+def test_a_directory_as_requirements_and_a_file_as_a_template_are_named_for_what_they_are(empty):
+    (empty / "reqs").mkdir()
+    refused(empty, ["container", "recipe", "--requirements", "reqs"], "cannot read requirements file 'reqs': Is a "
+            "directory", leaves=["reqs"])  # said "does not exist"
+    refused(empty, ["render", "--template", "/etc/passwd", "--", "true"],  # went to sbatch as it was
+            "site template /etc/passwd does not extend hpcjax's script", leaves=["reqs"])
+
+
+@pytest.mark.parametrize("time, kept", [("596523:00:00", "24855-03:00:00"), ("24855-00:00:00", "24855-00:00:00")])
+def test_the_longest_limit_slurm_keeps_is_rendered_and_a_longer_one_refused(empty, time, kept):
+    """Measured on 22.05, 24.11 and 26.05 (hpcjax/job/walltime.py): past 2**31 - 1 seconds SLURM wraps a
+    limit into another; 99999999:00:00 was submitted and kept as 2,973,620 days."""
+    code, out, err = cli(empty, "render", "--time", time, "--", "true")
+    assert code == 0 and f"#SBATCH --time={kept}\n" in out, err
+    for longer in ("596524:00:00", "24856-00:00:00", "99999999:00:00"):
+        refused(empty, ["render", "--time", longer, "--", "true"], f"walltime '{longer}' is longer than SLURM can keep")
+        refused(empty, ["free", "--time", longer], f"walltime '{longer}' is longer than SLURM can keep")
+
+
+def test_a_run_directory_that_cannot_be_one_is_refused_before_jax_starts(empty):
+    """It was found at the compilation cache's first write, after JAX had started, and blamed on it."""
+    (empty / "afile").write_text("")
+    for run_dir, words in (("afile", "--run-dir 'afile' is a file, not a directory"),
+                           ("/proc/hpcjax/run", "cannot make the directory --run-dir '/proc/hpcjax/run'"),
+                           ("afile/sub", "cannot make the directory --run-dir 'afile/sub': Not a directory")):
+        done = subprocess.run([sys.executable, "-m", "hpcjax", "train", "--run-dir", run_dir, "--steps", "1"],
+                              capture_output=True, text=True, cwd=empty, timeout=120,
+                              env={**os.environ, "PYTHONPATH": str(REPO)})
+        assert done.returncode == 2 and done.stderr.startswith(f"error: {words}"), done.stderr
+        assert "Traceback" not in done.stderr and "compil" not in done.stderr  # (not blamed on the cache)
+    assert sorted(p.name for p in empty.iterdir()) == ["afile"]
+
+
+# --- tracebacks -------------------------------------------------------------------------------------
+def test_a_loop_of_links_as_data_and_the_whole_file_system_as_an_upload_are_refused(empty, monkeypatch):
+    import hpcjax
+    from hpcjax.launch.uploads import parse_upload
+    from hpcjax.values.errors import UsageError
+
+    monkeypatch.chdir(empty)
+    (empty / "a").symlink_to("b")
+    (empty / "b").symlink_to("a")
+    with pytest.raises(UsageError, match=r"Data path 'a' cannot be resolved"):  # a RuntimeError's traceback
+        hpcjax.Data("a")
+    with pytest.raises(UsageError, match=r"--upload /: / is the whole file system"):  # a PermissionError's,
+        parse_upload("/")  # after a walk of every file there
