@@ -15,6 +15,8 @@ from hpcjax.api import folder
 from hpcjax.api.configs import Data
 from hpcjax.values.errors import HpcjaxError, UsageError
 
+NOT_READ = object()  # a Call whose result has not been read yet
+
 
 class RemoteError(HpcjaxError):
     """A rank's function raised (or the job failed without a Python exception). `rank`,
@@ -36,12 +38,29 @@ def _rebuild_remote_error(message, hint, rank, host, job_id, remote_traceback):
     return RemoteError(message, hint, rank=rank, host=host, job_id=job_id, remote_traceback=remote_traceback)
 
 
+def refuse_unreturnable(function, what: str) -> None:
+    """A generator or async function runs nothing when called: its job would hand back a generator
+    or a coroutine, which cannot be pickled, found only after the job ran (issue 63). Refused here."""
+    import inspect
+
+    kind = ("a generator function" if inspect.isgeneratorfunction(function) or inspect.isasyncgenfunction(function)
+            else "an async function" if inspect.iscoroutinefunction(function) else None)
+    if kind:
+        name = getattr(function, "__qualname__", repr(function))
+        raise UsageError(f"{what} {name} is {kind}: calling it runs nothing and gives back a "
+                         f"{'generator' if 'generator' in kind else 'coroutine'}, which cannot return from a job",
+                         "run the work in a plain function and return its values, e.g. return list(...) of the "
+                         "generator's items" if "generator" in kind else
+                         "run the work in a plain function (asyncio.run(...) inside it) and return its value")
+
+
 class Call:
     """One element of a call: the job's Run handle (job_id, state, wait, logs, cancel,
     outcome, ...) and `result()`."""
 
     def __init__(self, call_dir: Path, element: int, run) -> None:
         self.call_dir, self.element, self.run = call_dir, element, run
+        self._value = NOT_READ
 
     def __getattr__(self, name: str):
         if name.startswith("_") or name in ("run", "call_dir", "element"):
@@ -49,9 +68,13 @@ class Call:
         return getattr(self.run, name)
 
     def result(self, *, progress: bool = False):
-        """Rank 0's value once the job has ended; RemoteError if it failed."""
-        outcome = self.run.wait(progress=progress)
-        return read_result(self.call_dir, self.element, outcome, self.run.files)
+        """Rank 0's value once the job has ended; RemoteError if it failed. Read once: its files
+        are removed then (a big value stayed in the call folder, and went to the cluster again
+        with the next submission's code from a laptop)."""
+        if self._value is NOT_READ:
+            outcome = self.run.wait(progress=progress)
+            self._value = read_result(self.call_dir, self.element, outcome, self.run.files)
+        return self._value
 
     def exception(self, *, progress: bool = False) -> RemoteError | None:
         try:
@@ -145,11 +168,13 @@ def read_result(call_dir, element: int, outcome, files):
     first (its own exception and traceback where it left them, else the job's report).
     The ranks' files are read through `files` (the job's host: here, or a login node)."""
     left = {}
-    for rank, path in folder.results(call_dir, element, files).items():
+    found = folder.results(call_dir, element, files)
+    for rank, path in found.items():
         data = files.read_own_bytes(path)  # a pickle is code: one another user wrote is never loaded
         if data is not None:
             left[rank] = pickle.loads(data)
     if outcome.ok and left.get(0, ("",))[0] == "success":
+        files.remove(list(found.values()))  # the value is the caller's now (Call keeps it)
         return left[0][1]
     errors = {rank: payload for rank, payload in left.items() if payload[0] == "error"}
     # The Outcome names the rank that failed first (the one the hang watch found holding the

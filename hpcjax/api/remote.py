@@ -41,6 +41,7 @@ class RemoteFunction:
         if not callable(function):
             raise UsageError(f"hpcjax.remote decorates a function, got {type(function).__name__}: {function!r}",
                              "put @hpcjax.remote(...) on a def, or call hpcjax.remote(...)(function)")
+        calls.refuse_unreturnable(function, "hpcjax.remote's function")
         self.function, self.scaling, self.backend = function, scaling, backend
         self.storage_path = storage_path
         submit.target_cluster(scaling, backend)  # a contradiction (cluster= with backend='local') now

@@ -13,7 +13,7 @@ hpcjax.get_checkpoint() gives that checkpoint back to a resubmitted job.
 
 from __future__ import annotations
 
-from hpcjax.api import session, submit
+from hpcjax.api import calls, session, submit
 from hpcjax.api.configs import Result, RunConfig, ScalingConfig
 from hpcjax.api.submit import cancel_on_interrupt
 from hpcjax.api.worker import run_train_loop, takes_argument
@@ -28,6 +28,7 @@ class Trainer:
             raise UsageError(f"train_loop_per_worker must be a function, got "
                              f"{type(train_loop_per_worker).__name__}: {train_loop_per_worker!r}",
                              "pass the function every rank runs: Trainer(train_func, ...)")
+        calls.refuse_unreturnable(train_loop_per_worker, "train_loop_per_worker")
         if train_loop_config is not None and not takes_argument(train_loop_per_worker):
             raise UsageError(f"train_loop_config was given, but {train_loop_per_worker.__name__}() takes no argument",
                              "define it as def train_func(config): ... or drop train_loop_config")

@@ -72,7 +72,7 @@ def main(argv: list[str]) -> int:
         sys.path.insert(0, str(staged))  # (a cluster's older site-packages copy would otherwise shadow them)
     # Imported here: the rank side starts only once the call is known to be readable.
     import cloudpickle
-    from submitit.core.utils import DelayedSubmission, cloudpickle_dump, temporary_save_path
+    from submitit.core.utils import DelayedSubmission
 
     from hpcjax.rank.start.runtime import initialize
 
@@ -105,15 +105,25 @@ def main(argv: list[str]) -> int:
             exception = None
         outcome = ("error", text, exception, {"rank": rank, "host": placement.node_name()})
         code = EXIT_RAISED
-    try:
-        with temporary_save_path(result) as tmp:  # written whole, then moved: never half a result
-            cloudpickle_dump(outcome, tmp)
-    except Exception as error:  # a return value that does not pickle: say so instead
-        text = f"the return value of rank {rank} could not be pickled: {error!r}"
-        with temporary_save_path(result) as tmp:
-            cloudpickle_dump(("error", text, None, {"rank": rank, "host": placement.node_name()}), tmp)
-        return EXIT_RAISED
+    try:  # pickled whole before anything is written: a value that cannot be leaves no half file behind
+        data = cloudpickle.dumps(outcome)
+    except Exception as error:  # a return value that does not pickle (a lock, a generator): said with its type
+        value = outcome[1]
+        text = (f"rank {rank} returned a value of type {type(value).__module__}.{type(value).__qualname__}, which "
+                f"cannot be pickled to come back to the caller ({type(error).__name__}: {error}): return plain data "
+                "(numbers, strings, lists, dicts, NumPy arrays)")
+        print(text, file=sys.stderr, flush=True)
+        data = cloudpickle.dumps(("error", text, None, {"rank": rank, "host": placement.node_name()}))
+        code = EXIT_RAISED
+    write_whole(result, data)
     return code
+
+
+def write_whole(path: Path, data: bytes) -> None:
+    """The result file appears whole or not at all (the caller may read it at any moment)."""
+    partial = path.with_name(f".{path.name}.partial")
+    partial.write_bytes(data)
+    partial.replace(path)
 
 
 if __name__ == "__main__":

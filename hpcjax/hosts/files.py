@@ -8,6 +8,7 @@ a POSIX shell and coreutils, nothing else); reads of many files are one round tr
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
 import subprocess
@@ -130,6 +131,12 @@ class LocalFiles:
     def exists(self, path: str) -> bool:
         return os.path.exists(path)
 
+    def remove(self, paths: list[str]) -> None:
+        """Files that are no longer needed; one already gone is no error."""
+        for path in paths:
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(path)
+
     def write_text(self, path: str, text: str) -> None:
         """In one step: a reader never sees half of it."""
         target = Path(path)
@@ -200,6 +207,11 @@ class RemoteFiles:
 
     def exists(self, path: str) -> bool:
         return self._sh('[ -e "$1" ]', path).returncode == 0
+
+    def remove(self, paths: list[str]) -> None:
+        """Files that are no longer needed, in one round trip; one already gone is no error."""
+        if paths:
+            self._sh('rm -f -- "$@"', *paths)
 
     def write_text(self, path: str, text: str) -> None:
         done = self._sh('mkdir -p -- "$(dirname -- "$1")" && cat > "$1.tmp.$$" && mv -f -- "$1.tmp.$$" "$1"',

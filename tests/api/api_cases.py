@@ -364,3 +364,41 @@ def trainer_hang(backend: str, storage: Path, nodes: int, gpus: int, host: str) 
     hung_at = max(json.loads(p.read_text())["last_progress_at"]
                   for p in (storage / "hang" / "logs").glob("*.hang.json"))
     assert ended - hung_at < 60, (ended - hung_at, report)
+
+
+def returns_a_lock():
+    return threading.Lock()
+
+
+def returns_bytes(size: int) -> bytes:
+    return b"x" * size
+
+
+def yields_items():
+    yield 1
+
+
+def results_that_cannot_come_back_or_are_big(backend: str, storage: Path) -> None:
+    """Issue 63: a value that cannot be pickled came back as a tail of cloudpickle and submitit
+    internals, after a 0-byte temporary file; a generator function was found only after its job ran;
+    a big result stayed in the call folder (a laptop then shipped it with the next job's code)."""
+    from hpcjax.values.errors import UsageError
+
+    options = dict(nodes=1, gpus_per_node=1, backend=backend, storage_path=str(storage))
+    try:
+        hpcjax.remote(**options)(yields_items)
+    except UsageError as refused:
+        assert "yields_items is a generator function" in refused.message, refused.message
+    else:
+        raise AssertionError("a generator function was taken")
+    assert not (storage / "calls").exists() or not any((storage / "calls").iterdir())  # nothing submitted
+    locked = hpcjax.remote(**options)(returns_a_lock).submit()
+    error = locked.exception()
+    assert error is not None and "rank 0 returned a value of type _thread.lock, which cannot be pickled" in str(error)
+    assert "submitit" not in str(error) and "cloudpickle" not in error.remote_traceback, error.remote_traceback
+    left = sorted(p.name for p in (locked.call_dir / "0").iterdir())
+    assert left == ["call.pkl", "rank0.pkl"], left  # no temporary file beside them
+    size = 20_000_000
+    big = hpcjax.remote(**options)(returns_bytes).submit(size)
+    assert len(big.result()) == size and len(big.result()) == size  # read once, kept by the handle
+    assert sorted(p.name for p in (big.call_dir / "0").iterdir()) == ["call.pkl"]

@@ -49,3 +49,7 @@ def test_ctrl_c_once_the_job_exists_but_before_a_handle_cancels_it(shared_storag
 
 def test_seed_003_examples_run_under_remote(shared_storage, hpcjax_home):
     api_cases.remote_example("slurm", shared_storage)
+
+
+def test_results_that_cannot_come_back_are_named_and_big_ones_leave_no_file(shared_storage, hpcjax_home):
+    api_cases.results_that_cannot_come_back_or_are_big("slurm", shared_storage)

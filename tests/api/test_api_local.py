@@ -46,3 +46,7 @@ def test_seed_003_examples_run_under_remote(tmp_path, hpcjax_home):
 
 def test_a_trainer_run_whose_rank_3_hangs_ends_by_itself_naming_it(tmp_path, hpcjax_home):
     api_cases.trainer_hang("local", tmp_path, 2, 2, "local1")
+
+
+def test_results_that_cannot_come_back_are_named_and_big_ones_leave_no_file(tmp_path, hpcjax_home):
+    api_cases.results_that_cannot_come_back_or_are_big("local", tmp_path)

@@ -137,3 +137,25 @@ def test_a_loop_of_links_as_data_and_the_whole_file_system_as_an_upload_are_refu
         hpcjax.Data("a")
     with pytest.raises(UsageError, match=r"--upload /: / is the whole file system"):  # a PermissionError's,
         parse_upload("/")  # after a walk of every file there
+
+
+def test_a_generator_or_async_function_is_refused_by_remote_and_trainer_before_any_job(empty, monkeypatch):
+    """It ran as a job that gave back a generator (which cannot be pickled) or, as a Trainer's loop,
+    ran nothing at all."""
+    import hpcjax
+    from hpcjax.values.errors import UsageError
+
+    monkeypatch.chdir(empty)
+
+    def numbers():
+        yield 1
+
+    async def later():
+        return 1
+
+    for function, kind in ((numbers, "a generator function"), (later, "an async function")):
+        with pytest.raises(UsageError, match=f"is {kind}: calling it runs nothing"):
+            hpcjax.remote(backend="local")(function)
+        with pytest.raises(UsageError, match=f"train_loop_per_worker .* is {kind}: calling it runs nothing"):
+            hpcjax.Trainer(function)
+    assert list(empty.iterdir()) == []
