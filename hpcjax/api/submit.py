@@ -25,6 +25,7 @@ from hpcjax.api import calls, folder
 from hpcjax.api.configs import Data, ScalingConfig
 from hpcjax.containers.binds import in_place
 from hpcjax.hosts import ship
+from hpcjax.follow.interrupts import uninterrupted
 from hpcjax.follow.progress import say
 from hpcjax.values.errors import UsageError
 
@@ -168,12 +169,21 @@ class cancel_on_interrupt:
 
     def __exit__(self, kind, value, trace) -> bool:
         if kind is not None and issubclass(kind, KeyboardInterrupt) and self.handles:
-            for handle in self.handles:
+            while True:  # a second Ctrl-C must not leave a job running
                 try:
-                    handle.cancel()
-                    say(f"interrupted: cancelled job {handle.job_id}")
-                except Exception as error:  # one that had already ended: nothing to cancel
-                    say(f"interrupted: job {getattr(handle, 'job_id', '?')} not cancelled ({error})")
+                    with uninterrupted():
+                        self._cancel_all()
+                    break
+                except KeyboardInterrupt:  # it came before SIGINT was ignored: cancel again
+                    continue
             ids = ", ".join(str(getattr(handle, "job_id", "?")) for handle in self.handles)
             raise KeyboardInterrupt(f"interrupted: job {ids} was cancelled") from None
         return False
+
+    def _cancel_all(self) -> None:
+        for handle in self.handles:
+            try:
+                handle.cancel()
+                say(f"interrupted: cancelled job {handle.job_id}")
+            except Exception as error:  # one that had already ended: nothing to cancel
+                say(f"interrupted: job {getattr(handle, 'job_id', '?')} not cancelled ({error})")

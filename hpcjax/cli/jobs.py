@@ -107,11 +107,14 @@ def interrupted(runs: list) -> int:
         return 130
     job = jobid.base(runs[0].job_id)
     if backends.get(runs[0].backend).submitter_follows:
-        for run in runs:
-            try:
-                run.cancel()
-            except HpcjaxError:  # an element that has ended keeps its own end
-                pass
+        from hpcjax.follow.interrupts import uninterrupted
+
+        with uninterrupted():  # a second Ctrl-C must not leave some of them running
+            for run in runs:
+                try:
+                    run.cancel()
+                except HpcjaxError:  # an element that has ended keeps its own end
+                    pass
         print(f"\ninterrupted: stopped every process of local job {job}", file=sys.stderr)
     else:
         print(f"\ninterrupted: job {job} keeps running on the cluster; follow it with `hpcjax status {job}` and "

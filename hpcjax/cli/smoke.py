@@ -105,6 +105,9 @@ def add_smoke_verb(sub) -> None:
 
 def cancelled(run) -> int:
     """Ctrl-C once the smoke job exists: it is cancelled, as a smoke test is worth nothing half-run."""
-    run.cancel()
+    from hpcjax.follow.interrupts import uninterrupted
+
+    with uninterrupted():  # a second Ctrl-C must not leave it running
+        run.cancel()
     print(f"\ninterrupted: cancelled smoke job {run.job_id}", file=sys.stderr)
     return 130

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -402,3 +403,43 @@ def results_that_cannot_come_back_or_are_big(backend: str, storage: Path) -> Non
     big = hpcjax.remote(**options)(returns_bytes).submit(size)
     assert len(big.result()) == size and len(big.result()) == size  # read once, kept by the handle
     assert sorted(p.name for p in (big.call_dir / "0").iterdir()) == ["call.pkl"]
+
+
+def ctrl_c_twice_still_cancels_the_job(backend: str, storage: Path, entry: str) -> None:
+    """Issue 63: a SIGINT to the caller, then to its whole process group while the job's cancel runs,
+    raised a KeyboardInterrupt from inside the cancel, and the job stayed RUNNING. The cancel is slowed
+    (a scancel first on the PATH that waits 3 s, then runs SLURM's own) so that the second SIGINT lands
+    while it runs, every time: before the fix the wrapper died of it, and the job ran on."""
+    from hpcjax.launch import attach
+
+    slow = storage / "slow-bin"
+    slow.mkdir(parents=True, exist_ok=True)
+    real = subprocess.run(["bash", "-c", "command -v scancel"], capture_output=True, text=True).stdout.strip()
+    (slow / "scancel").write_text(f"#!/bin/bash\nsleep 3\nexec {real} \"$@\"\n")
+    (slow / "scancel").chmod(0o755)
+    where = f"backend={backend!r}, storage_path={str(storage)!r}"
+    program = ("import time, hpcjax\n"
+               "def sleepy(*config):\n    time.sleep(300)\n" +
+               (f"hpcjax.remote(nodes=1, gpus_per_node=1, {where})(sleepy)()\n" if entry == "remote" else
+                "hpcjax.Trainer(sleepy, scaling_config=hpcjax.ScalingConfig(nodes=1, gpus_per_node=1), "
+                f"run_config=hpcjax.RunConfig({where}, name='twice')).fit()\n"))
+    proc = subprocess.Popen([sys.executable, "-c", program], stderr=subprocess.PIPE, text=True, cwd=storage,
+                            start_new_session=True, env={**os.environ, "PATH": f"{slow}:{os.environ['PATH']}"})
+    seen = []
+    for line in proc.stderr:
+        seen.append(line)
+        if "RUNNING" in line:
+            break
+    job = next(match.group(1) for line in seen if (match := re.search(r"\bjob (\d+)", line)))
+    time.sleep(1)
+    proc.send_signal(signal.SIGINT)
+    time.sleep(1.5)  # the cancel has started: its scancel sleeps
+    os.killpg(proc.pid, signal.SIGINT)
+    _, rest = proc.communicate(timeout=120)
+    said = "".join(seen) + rest
+    assert proc.returncode != 0 and f"interrupted: cancelled job {job}" in said, said[-3000:]
+    run = attach(job)
+    deadline = time.monotonic() + 60
+    while run.state() != "CANCELLED" and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert run.state() == "CANCELLED", said[-3000:]

@@ -53,3 +53,8 @@ def test_seed_003_examples_run_under_remote(shared_storage, hpcjax_home):
 
 def test_results_that_cannot_come_back_are_named_and_big_ones_leave_no_file(shared_storage, hpcjax_home):
     api_cases.results_that_cannot_come_back_or_are_big("slurm", shared_storage)
+
+
+@pytest.mark.parametrize("entry", ["remote", "trainer"])
+def test_a_second_ctrl_c_to_the_whole_group_during_the_cancel_still_cancels_the_job(shared_storage, hpcjax_home, entry):
+    api_cases.ctrl_c_twice_still_cancels_the_job("slurm", shared_storage / entry, entry)
