@@ -5,6 +5,7 @@ submitted). Here, or on a cluster over SSH (--cluster)."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from dataclasses import asdict
@@ -16,20 +17,31 @@ from hpcjax.cli.options import add_cluster_options, cluster_from_args
 def cmd_free(args: argparse.Namespace, command: list[str]) -> int:
     from hpcjax.hosts import this_machine
     from hpcjax.job.spec import JobSpec, Layout
-    from hpcjax.slurm import commands, free
+    from hpcjax.slurm import commands, fit, free, site
+    from hpcjax.values.errors import UsageError
     from hpcjax.slurm.controller import slurm_on
 
     # the layout and time a job would have, refused by the job's own rules before anything is asked
-    JobSpec(command=("true",), layout=Layout(nodes=args.nodes, gpus_per_node=args.gpus_per_node), time=args.time)
+    spec = JobSpec(command=("true",), layout=Layout(nodes=args.nodes, gpus_per_node=args.gpus_per_node),
+                   time=args.time)
     cluster = cluster_from_args(args)
     host = cluster.host() if cluster is not None and cluster.remote else this_machine()
     slurm = slurm_on(host)
+    where = cluster.name if cluster is not None else "this machine"
+    partitions = {p.name: p for p in site.read_partitions(slurm.run(commands.partitions()))}
+    if args.partition is not None:  # one SLURM does not have was an empty answer and exit 0
+        fit.chosen(dataclasses.replace(spec, partition=args.partition), list(partitions.values()), where)
     rows = free.by_partition(free.read_nodes(slurm.run(commands.node_gpus(args.partition))), args.gpus_per_node)
     layout = f"{args.nodes} node(s) x {args.gpus_per_node} GPU(s), --time {args.time}"
     print(f"hpcjax free: asking SLURM when {layout} would start in each partition (sbatch --test-only: "
           "nothing is submitted)", file=sys.stderr, flush=True)
     starts = {}
     for partition in sorted({row.partition for row in rows}):
+        try:  # what submit refuses there (a time over the partition's limit, too few such nodes) never starts
+            fit.check_partition(dataclasses.replace(spec, partition=partition), partitions.get(partition), where)
+        except UsageError as never:
+            starts[partition] = f"never: {never.message.split(': SLURM would')[0]}"
+            continue
         said = host.run(commands.start_estimate(args.nodes, args.gpus_per_node, args.time, partition))
         starts[partition] = free.read_estimate(said.returncode, said.stderr + said.stdout)
     if args.json:

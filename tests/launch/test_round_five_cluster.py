@@ -51,3 +51,19 @@ def test_a_job_in_a_hold_is_refused_what_the_hold_is_not_and_runs_with_what_it_i
     finally:
         run_hpcjax("release", name, cwd=tmp_path)
 
+
+
+def test_free_says_never_where_submit_would_refuse_and_names_a_partition_slurm_lacks(tmp_path, slurm_cluster,
+                                                                                    hpcjax_home):
+    """Issue 63: `free --time 02:00:00` said "now" for partition a100 (its limit: 1 hour), where submit
+    refuses the same request; `--partition nosuch` exited 0 with nothing."""
+    done = run_hpcjax("free", "--time", "02:00:00", "--json", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    rows = {row["partition"]: row for row in json.loads(done.stdout)}
+    assert rows["a100"]["start"] == "never: --time 02:00:00 is over partition a100's limit of 01:00:00", rows
+    assert not rows["gpu"]["start"].startswith("never"), rows  # SLURM's own estimate there
+    refused = run_hpcjax("submit", "--partition", "a100", "--time", "02:00:00", "--dry-run", "--", "true", cwd=tmp_path)
+    assert refused.returncode == 2 and "is over partition a100's limit of 01:00:00" in refused.stderr  # the one rule
+    missing = run_hpcjax("free", "--partition", "nosuch", cwd=tmp_path)
+    assert missing.returncode == 2 and missing.stderr.startswith("error: --partition 'nosuch': ") and \
+        "it has gpu (default), a100" in missing.stderr, missing.stderr
