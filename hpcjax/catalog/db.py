@@ -234,10 +234,18 @@ def runs(conn: sqlite3.Connection, *, state: str | None = None, since: float | N
     return out
 
 
-def keys_of_kind(conn: sqlite3.Connection, kind: str, cluster: str = "") -> list[str]:
-    """The records' keys of one kind (e.g. the holds) on one cluster ("": this machine), newest first."""
+def keys_of_kind(conn: sqlite3.Connection, kind: str, cluster: str = "", *, open_only: bool = False) -> list[str]:
+    """The records' keys of one kind (e.g. the holds) on one cluster ("": this machine), newest first;
+    `open_only`: those the catalog has not seen end."""
     return [row["key"] for row in conn.execute(
-        "SELECT key FROM runs WHERE kind = ? AND cluster = ? ORDER BY submitted DESC, key", (kind, cluster))]
+        "SELECT key FROM runs WHERE kind = ? AND cluster = ?" + (" AND final = 0" if open_only else "") +
+        " ORDER BY submitted DESC, key", (kind, cluster))]
+
+
+def clusters_of_kind(conn: sqlite3.Connection, kind: str) -> list[str]:
+    """Every cluster ("": this machine) where the catalog has records of one kind."""
+    return [row["cluster"] for row in conn.execute("SELECT DISTINCT cluster FROM runs WHERE kind = ? ORDER BY cluster",
+                                                   (kind,))]
 
 
 def decode(row: sqlite3.Row) -> dict:

@@ -135,7 +135,14 @@ def _left(limit_s: int | None, elapsed: str) -> str:
 def cmd_holds(args: argparse.Namespace, command: list[str]) -> int:
     from hpcjax.protocol.contract import FINISHED_STATES
 
-    rows = [r for r in listing(cluster_from_args(args)) if args.all or r["state"] not in FINISHED_STATES | {"GONE"}]
+    from hpcjax.slurm import holds
+
+    cluster = cluster_from_args(args)
+    rows = [r for r in listing(cluster) if args.all or r["state"] not in FINISHED_STATES | {"GONE"}]
+    others = sorted({f"{hold.name} ({holds.reach_flag(hold)})" for hold in holds.elsewhere(cluster)})
+    if others:  # not asked of SLURM there (it may be over SSH): named, so that none seems lost
+        print(f"holds made on other clusters (`hpcjax holds` with the flag lists them): {', '.join(others)}",
+              file=sys.stderr)
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0

@@ -47,13 +47,14 @@ def destination(cluster) -> str:
     return cluster.destination if cluster is not None and cluster.remote else ""
 
 
-def holds(cluster=None) -> list[Hold]:
-    """The holds this machine's catalog knows on `cluster` (a Cluster; None: this machine's SLURM),
-    newest first; the finished ones too (`status` asks SLURM)."""
+def holds(cluster=None, where: str | None = None, open_only: bool = False) -> list[Hold]:
+    """The holds this machine's catalog knows on `cluster` (a Cluster; None: this machine's SLURM;
+    or `where`, a catalog's cluster name), newest first; the finished ones too (`status` asks SLURM)
+    unless `open_only` (those the catalog has not seen end)."""
     from contextlib import closing
 
     with closing(db.connect()) as conn:
-        keys = db.keys_of_kind(conn, KIND, destination(cluster))
+        keys = db.keys_of_kind(conn, KIND, destination(cluster) if where is None else where, open_only=open_only)
     found = []
     for key in keys:
         record = records.load(key) or {}
@@ -73,10 +74,38 @@ def find(name: str, cluster=None) -> Hold:
         if hold.name == name:
             return hold
     where = destination(cluster)
+    there = [hold for hold in elsewhere(cluster) if hold.name == name]
+    if there:  # made with --profile or --cluster, asked for without: the user's hold is not lost
+        made = (there[0].cluster or {}).get("destination") or "this machine"
+        raise UsageError(f"no hold named {name!r} on {where or 'this machine'}: the hold {name} hpcjax made is on "
+                         f"{made}", f"name its cluster as when it was made: {reach_flag(there[0])}")
     names = ", ".join(sorted({h.name for h in known if not ended(h, cluster)})) or "none"
     raise UsageError(f"no hold named {name!r}" + (f" on {where}" if where else ""),
                      f"holds up here: {names}; start one with `hpcjax hold --name {shlex.quote(name)} --nodes N "
                      "--gpus-per-node G`")
+
+
+def elsewhere(cluster=None) -> list[Hold]:
+    """The holds on every cluster but `cluster` the catalog has not seen end (each Hold's .cluster
+    says where): not asked of SLURM there, which may be over SSH."""
+    from contextlib import closing
+
+    with closing(db.connect()) as conn:
+        others = [name for name in db.clusters_of_kind(conn, KIND) if name != destination(cluster)]
+    return [hold for name in others for hold in holds(where=name, open_only=True)]
+
+
+def reach_flag(hold: Hold) -> str:
+    """How a verb names the hold's cluster: the profile it was made with, else its destination."""
+    import shlex
+
+    known = hold.cluster or {}
+    if not known.get("destination"):
+        return "leave --cluster out (and a profile that names a host)"
+    if known.get("profile"):  # --cluster takes a profile that names a host, in every verb
+        return f"--cluster {shlex.quote(known['profile'])}" + (
+            f" --profile-file {shlex.quote(known['profile_file'])}" if known.get("profile_file") else "")
+    return f"--cluster {shlex.quote(str(known.get('destination') or ''))}"
 
 
 @contextmanager

@@ -170,6 +170,18 @@ def test_a_trainer_and_a_remote_map_run_in_a_hold_from_a_laptop(project, ssh_clu
                                 "echo $SLURMD_NODENAME $SLURM_JOB_ID; exit 5"], capture_output=True, text=True,
                                cwd=repo, timeout=120)
         assert shell.returncode == 5 and shell.stdout == f"node1 {held}\n", (shell.stdout, shell.stderr)
+        # Issue 63: without the cluster, the hold verbs said "no holds up" and hinted a second hold of the name
+        made = f"--cluster devcluster --profile-file {profiles}"
+        listed = subprocess.run([sys.executable, "-m", "hpcjax", "holds"], capture_output=True, text=True, cwd=repo,
+                                timeout=120)
+        assert listed.returncode == 0 and f"holds made on other clusters (`hpcjax holds` with the flag lists them): " \
+            f"{name} ({made})" in listed.stderr, listed.stderr
+        for verb in (["release", name], ["shell", "--on", name, "--", "true"]):
+            lost = subprocess.run([sys.executable, "-m", "hpcjax", *verb], capture_output=True, text=True, cwd=repo,
+                                  timeout=120)
+            assert lost.returncode == 2 and lost.stderr.startswith(f"error: no hold named {name!r} on this machine: "
+                                                                   f"the hold {name} hpcjax made is on "), lost.stderr
+            assert f"hint: name its cluster as when it was made: {made}" in lost.stderr, lost.stderr
         assert_jupyter_through_the_tunnel(name, held, where, repo, ssh_cluster)
     finally:
         subprocess.run([sys.executable, "-m", "hpcjax", "release", name, *where], capture_output=True, cwd=repo,
