@@ -11,7 +11,7 @@ from hpcjax.values.errors import SpecError
 WALLTIME = re.compile(r"(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?")
 UNLIMITED = "UNLIMITED"  # sbatch's --time=0, UNLIMITED or INFINITE: no limit beyond the partition's
 # The longest limit SLURM keeps as given: past 2**31 - 1 seconds it wraps into another (measured on
-# 22.05, 24.11 and 26.05: 596523:00:00 is kept as 24855-03:00:00, 596524:00:00 becomes
+# 20.11, 22.05, 24.11 and 26.05: 596523:00:00 is kept as 24855-03:00:00, 596524:00:00 becomes
 # 2957761-01:49:00, and 99999999:00:00 2,973,620 days: issue 63). In whole minutes, as SLURM keeps it.
 MOST_MINUTES = (2**31 - 1) // 60
 

@@ -101,7 +101,7 @@ def test_a_directory_as_requirements_and_a_file_as_a_template_are_named_for_what
 
 @pytest.mark.parametrize("time, kept", [("596523:00:00", "24855-03:00:00"), ("24855-00:00:00", "24855-00:00:00")])
 def test_the_longest_limit_slurm_keeps_is_rendered_and_a_longer_one_refused(empty, time, kept):
-    """Measured on 22.05, 24.11 and 26.05 (hpcjax/job/walltime.py): past 2**31 - 1 seconds SLURM wraps a
+    """Measured on 20.11, 22.05, 24.11 and 26.05 (hpcjax/job/walltime.py): past 2**31 - 1 seconds SLURM wraps a
     limit into another; 99999999:00:00 was submitted and kept as 2,973,620 days."""
     code, out, err = cli(empty, "render", "--time", time, "--", "true")
     assert code == 0 and f"#SBATCH --time={kept}\n" in out, err
