@@ -122,9 +122,13 @@ def cmd_tunnel(args: argparse.Namespace, command: list[str]) -> int:
         raise UsageError(f"job {run.job_id} runs on this machine's cluster: no tunnel is needed",
                          "connect to the node's port directly")
     status = run.status()
+    if status.finished:  # waiting would never help: it has ended
+        raise HpcjaxError(f"job {run.job_id} has ended ({status.state}): no node to forward to",
+                          f"run the program again (a tunnel reaches a running job's port); `hpcjax status "
+                          f"{run.job_id}` says how it ended")
     if status.state != "RUNNING" or not status.nodelist:
-        raise HpcjaxError(f"job {run.job_id} is {status.state}, not running: no node to forward to",
-                          f"wait for it (`hpcjax status {run.job_id}`), then run the tunnel again")
+        raise HpcjaxError(f"job {run.job_id} is {status.state}, not running yet: no node to forward to",
+                          f"wait for it to start (`hpcjax status {run.job_id}`), then run the tunnel again")
     node = expand_hostlist(status.nodelist)[0]
     local = args.local_port or args.port
     try:

@@ -100,9 +100,14 @@ def cmd_jupyter(args: argparse.Namespace, command: list[str]) -> int:
         started.terminate()
         raise HpcjaxError(f"Jupyter on {node} printed no address" + (f"; its last lines:\n{said}" if said else ""),
                           f"run it by hand: hpcjax shell --on {args.on} -- {python} -m {app} --no-browser")
+    # Jupyter takes the next port where the one asked for is taken on the node: the tunnel goes to the
+    # one it took (it went to the one asked for, where nothing answered: a silent wait, issue 63)
+    took = int(URL.search(url).group(1))
+    if took != args.port:
+        print(f"port {args.port} is taken on {node}: Jupyter listens on {took}", file=sys.stderr)
     local = args.local_port or args.port
     try:
-        with sigterm_as_ctrl_c(), host.forward(local, node, args.port) if host.remote else contextlib.nullcontext():
+        with sigterm_as_ctrl_c(), host.forward(local, node, took) if host.remote else contextlib.nullcontext():
             if host.remote:  # the laptop's end of the tunnel, in the address Jupyter printed
                 url = URL.sub(lambda m: m.group(0).replace(m.group(0).split("/")[2], f"127.0.0.1:{local}"), url)
             if not answers_soon(url, started):

@@ -26,6 +26,18 @@ from hpcjax.slurm.status import CANCELLED_PENDING, JobStatus
 LOOK_S, LOOK_EVERY_S = 1.5, 0.25
 
 
+def ending(status, last: dict) -> bool:
+    """Whether the attempt that ended last is the one still RUNNING in SLURM's eyes: it began before
+    that end (its time running is longer than the time since), so no new attempt has started."""
+    if status.state != "RUNNING" or status.running_s is None:
+        return False
+    try:
+        ended_at = datetime.fromisoformat(str(last.get("end"))).timestamp()
+    except ValueError:
+        return False
+    return status.running_s + 2 >= time.time() - ended_at  # (squeue counts whole seconds)
+
+
 class SlurmRun(Run):
     backend = "slurm"
 
@@ -67,7 +79,9 @@ class SlurmRun(Run):
         if status.state == "PENDING":
             self._fail_if_never_starts(status)
         attempts = self.attempts() if status.state in ("PENDING", "RUNNING", "REQUEUED") else []
-        if attempts and attempts[-1].get("ended") != "completed":  # a completed attempt is the job's end
+        # a completed attempt is the job's end; so is the running one's, written a moment before SLURM
+        # says the job has ended ("attempt 2 after 1" was said of a job of one attempt, issue 63)
+        if attempts and attempts[-1].get("ended") != "completed" and not ending(status, attempts[-1]):
             shown += f", attempt {len(attempts) + 1} after {len(attempts)}, the last {attempts[-1].get('ended')}"
         return status.state, shown
 

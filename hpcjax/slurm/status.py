@@ -31,6 +31,7 @@ class JobStatus:
     workdir: str = ""
     steps: list[dict] = field(default_factory=list)
     start: str = ""  # a pending job's expected start (SLURM's estimate, ISO local time), if it has one
+    running_s: int | None = None  # a running job's time in its current attempt (squeue's), when squeue said it
 
     @property
     def finished(self) -> bool:
@@ -108,8 +109,9 @@ def status_of(job_id: str, queue: list[str] | None, rows: list[dict] | None, con
                        elapsed=main.get("Elapsed", ""), nodelist=main.get("NodeList", ""),
                        workdir=main.get("WorkDir", ""), steps=steps)
     if queue:
-        status.name, status.state, status.reason, status.nodelist, _, start = queue
+        status.name, status.state, status.reason, status.nodelist, used, start = queue
         status.start = start if status.state == "PENDING" and start[:1].isdigit() else ""  # N/A, Unknown: none
+        status.running_s = elapsed_seconds(used) if status.state == "RUNNING" else None
     return status
 
 

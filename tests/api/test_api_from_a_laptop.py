@@ -193,13 +193,19 @@ def assert_jupyter_through_the_tunnel(name: str, held: str, where: list[str], re
     as a user would; hpcjax installs nothing) runs as a step of the hold; the address printed is the
     laptop's end of the tunnel (--local-port: the laptop and the cluster are one machine here, so the
     node's port is taken on the laptop's side too, as a user's own Jupyter would take 8888) and answers
-    at once; Ctrl-C stops the server on the node, not only the laptop's ssh, and the hold stays."""
+    at once; Ctrl-C stops the server on the node, not only the laptop's ssh, and the hold stays.
+    The port asked for is taken on the node (issue 63: Jupyter moved to the next one, and the tunnel
+    went to the one asked for: no address, nothing said, for 40 s): the tunnel goes where it listens."""
     import signal
+    import socket
     import urllib.request
 
     from sshd import free_port
 
     port, local = free_port(), free_port()
+    taken = socket.socket()  # the nodes' names are this machine's loopback address
+    taken.bind(("127.0.0.1", port))
+    taken.listen()
     jupyter = subprocess.Popen([sys.executable, "-m", "hpcjax", "jupyter", "--on", name, "--port", str(port),
                                 "--local-port", str(local), *where], cwd=repo, stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True)
@@ -213,7 +219,9 @@ def assert_jupyter_through_the_tunnel(name: str, held: str, where: list[str], re
     finally:
         jupyter.send_signal(signal.SIGINT)
         _, err = jupyter.communicate(timeout=60)
+        taken.close()
     assert jupyter.returncode == 0 and "Jupyter stopped; the hold keeps running" in err, err
+    assert f"port {port} is taken on node1: Jupyter listens on " in err, err
     deadline = time.monotonic() + 60
     while steps_of(held, ssh_cluster):  # the server's step ends: nothing is left serving on the node
         assert time.monotonic() < deadline, steps_of(held, ssh_cluster)

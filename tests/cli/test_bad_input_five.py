@@ -159,3 +159,25 @@ def test_a_generator_or_async_function_is_refused_by_remote_and_trainer_before_a
         with pytest.raises(UsageError, match=f"train_loop_per_worker .* is {kind}: calling it runs nothing"):
             hpcjax.Trainer(function)
     assert list(empty.iterdir()) == []
+
+
+# --- wrong words -------------------------------------------------------------------------------------
+def test_the_attempt_that_just_ended_is_not_called_a_next_one():
+    """A quick failure's first progress line said "attempt 2 after 1, the last failed" of a job of one
+    attempt: the batch script writes the attempt's end a moment before SLURM says the job ended."""
+    import time as clock
+    from datetime import datetime, timezone
+
+    from hpcjax.slurm.job import ending
+    from hpcjax.slurm.status import JobStatus
+
+    def end(seconds_ago: float) -> dict:
+        return {"attempt": 1, "ended": "failed",
+                "end": datetime.fromtimestamp(clock.time() - seconds_ago, timezone.utc).isoformat()}
+
+    running = JobStatus(job_id="7", name="x", state="RUNNING", running_s=30)
+    assert ending(running, end(1))  # this attempt, running 30 s, ended 1 s ago
+    requeued = JobStatus(job_id="7", name="x", state="RUNNING", running_s=3)
+    assert not ending(requeued, end(40))  # a new attempt, 3 s in, after one that ended 40 s ago
+    assert not ending(JobStatus(job_id="7", name="x", state="PENDING"), end(1))  # requeued, waiting: said
+    assert not ending(running, {"attempt": 1, "ended": "failed", "end": "?"})

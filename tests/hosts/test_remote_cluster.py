@@ -344,6 +344,10 @@ def test_tunnel_forwards_a_port_of_the_jobs_node_to_the_laptop(laptop, ssh_clust
         run_hpcjax("cancel", job, cwd=laptop)
     _, said = tunnel.communicate(timeout=120)
     assert f"job {job} ended: tunnel closed" in said, said
+    again = run_hpcjax("tunnel", job, str(port), cwd=laptop)  # issue 63: it said "wait for it" of an ended job
+    assert again.returncode == 1 and again.stderr.startswith(f"error: job {job} has ended (CANCELLED): no node to "
+                                                             "forward to"), again.stderr
+    assert "wait for it" not in again.stderr
     assert_closed_on_sigterm(laptop, where, ssh_cluster)
 
 
