@@ -51,8 +51,11 @@ if [[ $RELEASE != 22.05 ]]; then
   DIR=$(state_of "$RELEASE") CLUSTER=$RELEASE_CLUSTER PORT_BASE=$RELEASE_PORT_BASE
   RUN=(bash "$here/enter.sh" "$RELEASE")
   # What the daemons' root shares that may differ between runs (enter.sh binds them at start): a
-  # cluster started from another checkout or Python is restarted (write_configs sees the change).
-  SHARED="checkout $(cd "$here/../.." && pwd), Python $(python3 -c 'import sys; print(sys.base_prefix)' 2>/dev/null)"
+  # cluster started from another checkout or Python is restarted (write_configs sees the change); so
+  # is one whose checkout was replaced at the same path (a fresh clone): the daemons' bind still held
+  # the deleted one, and the ranks found no hpcjax there (measured), hence its inode.
+  checkout=$(cd "$here/../.." && pwd)
+  SHARED="checkout $checkout (inode $(stat -c %i "$checkout")), Python $(python3 -c 'import sys; print(sys.base_prefix)' 2>/dev/null)"
 fi
 
 NODES=${HPCJAX_DEVCLUSTER_NODES:-2}
