@@ -88,7 +88,9 @@ class Outcome:
         """What a person reads when the job did not complete."""
         if self.ok:
             return f"job {self.job_id} COMPLETED"
-        lines = [f"job {self.job_id} ended {self.state} (exit code {self.exit_code})"]
+        # a cancel's status is its signal's, not the program's: not said as the program's exit code
+        lines = [f"job {self.job_id} ended {self.state}" +
+                 ("" if self.state == "CANCELLED" else f" (exit code {self.exit_code})")]
         lines += [failure.describe() for failure in self.failed]
         if self.stopped:
             after = " after the failure" if self.failed else ""  # a cancelled or timed-out job had none

@@ -154,7 +154,7 @@ class Run:
             f"{a.get('attempt')} {a.get('ended')}"
             + (f" (exit {a['exit_code']})" if a.get("ended") == "failed" and a.get("exit_code") else "")
             + f" on {a.get('nodes')}"
-            + (f" (failed on {a['failed_node']})" if a.get("failed_node") else "")
+            + (f" (failed on {a['failed_node']})" if a.get("failed_node") and a.get("ended") == "failed" else "")
             + (f", not retried: {a['not_retried']}" if a.get("not_retried") else "")
             + (f"; {a['preflight']}" if a.get("preflight") else "") for a in attempts)
 

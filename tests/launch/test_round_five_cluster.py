@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 
 import pytest
 
@@ -48,6 +49,21 @@ def test_a_job_in_a_hold_is_refused_what_the_hold_is_not_and_runs_with_what_it_i
         fits = run_hpcjax("submit", "--on", name, "--nodes", "1", "--partition", "gpu", "--time", "2", "--wait", "--",
                           "true", cwd=tmp_path, timeout=300)
         assert fits.returncode == 0, fits.stderr
+
+        # Issue 63: a cancelled job in a hold was "exit code 1" and "failed on node2" (srun's line of the cancel)
+        working = run_hpcjax("submit", "--on", name, "--nodes", "1", "--", "python3", "-c",
+                             "import time; print('working', flush=True); time.sleep(300)", cwd=tmp_path).stdout.strip()
+        deadline = time.monotonic() + 120
+        while "working" not in run_hpcjax("logs", working, cwd=tmp_path).stdout:
+            assert time.monotonic() < deadline, "the job did not start"
+            time.sleep(1)
+        assert run_hpcjax("cancel", working, cwd=tmp_path).returncode == 0
+        said = ""
+        while "ended CANCELLED" not in said:
+            assert time.monotonic() < deadline + 60, said
+            said = run_hpcjax("status", working, cwd=tmp_path).stdout
+            time.sleep(1)
+        assert f"job {working} ended CANCELLED\n" in said and "failed on" not in said and "(exit code" not in said, said
     finally:
         run_hpcjax("release", name, cwd=tmp_path)
 
