@@ -76,6 +76,12 @@ def last_lines(run) -> dict[int, float]:
     return found
 
 
+# One xdist worker runs these two, the exit statuses first: side by side, the nine 2-GPU jobs
+# queued behind the ten that each take all 8 GPUs, and waited 140 s (CI 15).
+WHOLE_CLUSTER_IN_TURN = pytest.mark.xdist_group("exitguard-in-turn")
+
+
+@WHOLE_CLUSTER_IN_TURN
 def test_the_jobs_exit_status_is_bare_pythons_every_way_a_program_ends(tmp_path, slurm_cluster, hpcjax_home):
     """Every process of a 2-node job ends the same way; as hpcjax reports it and as the batch
     script itself recorded it (its last attempt), which sacct shows less 128 above 128."""
@@ -85,10 +91,7 @@ def test_the_jobs_exit_status_is_bare_pythons_every_way_a_program_ends(tmp_path,
         assert [a["exit_code"] for a in run.attempts()] == [bare(how)], (how, run.attempts())
 
 
-# Alone, after the rest (scripts/test.sh's serial tier): its ten jobs each take every GPU of the dev
-# cluster, and beside the rest every other test's job queued behind them for their two minutes (in
-# CI 3 of 2026-12-06, up to 108 s each: the slowest tests of the run, and the CPU half idle then).
-@pytest.mark.serial
+@WHOLE_CLUSTER_IN_TURN
 def test_the_usual_shape_ends_within_seconds_ten_times_in_a_row(tmp_path, slurm_cluster, hpcjax_home):
     """The issue's test: 2 nodes x 4 ranks per node, 10 jobs one after the other (each takes every
     GPU of the dev cluster), every one COMPLETED with exit 0 within 20 s of its last line. All ten

@@ -48,8 +48,12 @@ def test_the_usual_shape_ends_within_seconds_of_its_start(tmp_path, hpcjax_home)
 
 
 def test_the_jobs_exit_status_is_bare_pythons_every_way_a_program_ends(tmp_path, hpcjax_home):
-    """Every process of a 2-process job ends the same way; the jobs run side by side."""
-    assert_each_ends_as_bare_python({how: job(tmp_path / how, 1, 2, END=how) for how in WAYS})
+    """Every process of a 2-process job ends the same way; three jobs side by side at a time. All nine
+    at once (18 JAX processes starting together on 2 cores, beside the rest of the suite) once had a
+    rank's slow first contact retried and refused by JAX's coordination service ("a different
+    incarnation", a SIGABRT: CI 4 of 2026-12-06), a starved machine's doing, not the exit's."""
+    for batch in (WAYS[:3], WAYS[3:6], WAYS[6:]):
+        assert_each_ends_as_bare_python({how: job(tmp_path / how, 1, 2, END=how) for how in batch})
 
 
 def test_an_unmodified_script_that_hangs_at_exit_is_named_after_the_floor(tmp_path, hpcjax_home):
