@@ -75,6 +75,13 @@ CAUSES = (
     _cause("node failure", r"DUE TO NODE FAIL|NODE_FAIL",
            "a node was lost; --requeue N --retry-failed runs the job again and leaves a node out after two "
            "failures"),
+    # the dynamic loader's words, for the interpreter itself or an extension module (found on a release's
+    # root whose Python could not load libffi.so.8, issue 62); before "python exception": an ImportError
+    # that names a missing .so is this cause
+    _cause("a shared library did not load", r"error while loading shared libraries|cannot open shared object file",
+           "the node lacks a library the program's Python or one of its modules links to: install it on the "
+           "nodes (or in the image), or put its folder in LD_LIBRARY_PATH; `ldd $(command -v python3)` on a "
+           "node names what is missing"),
     _cause("python exception", r"^\w+(?:\.\w+)*(?:Error|Exception|Interrupt|Exit)\b:?|^error: .+",
            "the program raised: the traceback is in the rank's log"),
     _cause("killed by a signal", r"Killed by signal|tasks? [\d,\-]+: (?:Killed|Terminated)|Segmentation fault|"

@@ -50,13 +50,22 @@ def silent_ranks(run, reports: dict[int, dict[str, dict]], num_processes: int, o
     except HpcjaxError:  # where it ran is a detail of the table: not known (accounting down), it is '?'
         hosts = {}
     hosts.update({failure.rank: failure.host for failure in getattr(outcome, "failed", ())})
-    logs, found = run.rank_logs(), {}
+    logs, causes, last_lines = run.rank_logs(), {}, {}
     for rank in range(num_processes):
         if reports.get(rank):
             continue
         text = run.read_log(logs[rank]) if rank in logs else ""
         lines = [line.strip() for line in text.splitlines() if line.strip()]
-        found[rank] = (hosts.get(rank, "?"), first_cause(text) or (lines[-1] if lines else "its log is empty"))
+        causes[rank], last_lines[rank] = first_cause(text), (lines[-1] if lines else "its log is empty")
+    # A rank whose log shows no cause of its own was most often stopped because another failed (srun
+    # ends the step at the first failure; under load the others have not written yet: CI of 25b7cb0,
+    # "slurmstepd ... CANCELLED" or an empty log): it points at the rank that has one.
+    failed_first = next((rank for rank, cause in causes.items() if cause), None)
+    found = {}
+    for rank, cause in causes.items():
+        if not cause and failed_first is not None:
+            cause = f"none in its own log ({last_lines[rank]}); rank {failed_first}'s: {causes[failed_first]}"
+        found[rank] = (hosts.get(rank, "?"), cause or last_lines[rank])
     return found
 
 

@@ -56,6 +56,11 @@ TABLE = [
                    "PREEMPTION ***"),
     ("node failure", "slurmstepd: error: *** JOB 1234 ON node2 CANCELLED AT 2026-11-22T10:00:00 DUE TO NODE "
                      "FAILURE, SEE SLURMCTLD LOG FOR DETAILS ***"),
+    # the dynamic loader's words (a program linked to a library that is not there, run here) and ctypes'
+    ("a shared library did not load", "./needslib: error while loading shared libraries: ./libnosuch.so.8: "
+                                      "cannot open shared object file: No such file or directory"),
+    ("a shared library did not load", "OSError: libnosuch.so.8: cannot open shared object file: No such file or "
+                                      "directory"),
     ("python exception", 'Traceback (most recent call last):\n  File "train.py", line 3, in <module>\n'
                          '    raise ValueError("rank three gives up")\nValueError: rank three gives up'),
     ("killed by a signal", "srun: error: node2: task 5: Killed"),
