@@ -154,3 +154,50 @@ def test_the_last_attempt_of_a_cancelled_or_timed_out_job_is_not_called_failed(t
     attempts_log_path(tmp_path, "9").write_text("".join(json.dumps(line) + "\n" for line in lines))
     text = Run("9", tmp_path, 1).describe_attempts(state)
     assert text == f"  attempts: 2 ended: 1 stopped on node1; {said}"
+
+
+
+def scripted_run(tmp_path, states, remote=False):
+    """A Run whose job moves through `states`, one per poll (the last stays), its files in tmp_path."""
+    from types import SimpleNamespace
+
+    from hpcjax.follow.run import Run
+
+    class Scripted(Run):
+        backend, poll_s = "scripted", 2.0
+
+        def poll(self):
+            state = states.pop(0) if len(states) > 1 else states[0]
+            return state, state
+
+        def _ended(self, state):
+            return Outcome(job_id=self.job_id, state=state, exit_code=0)
+
+    run = Scripted("77", tmp_path, 1)
+    if remote:
+        run.host = SimpleNamespace(remote=True)
+    return run
+
+
+def test_polls_come_soon_after_a_change_then_every_poll_s(tmp_path, monkeypatch):
+    from hpcjax.follow import run as follow_run
+    slept = []
+    monkeypatch.setattr(follow_run.time, "sleep", slept.append)
+    run = scripted_run(tmp_path, ["PENDING", "RUNNING"] + ["RUNNING"] * 7 + ["COMPLETED"], remote=True)
+    assert run.wait(progress=False).state == "COMPLETED"
+    # PENDING, then RUNNING: each first looked at again after 0.25 s, then backing off to poll_s
+    assert slept == [0.25, 0.25, 0.5, 0.5, 1.0, 1.0, 2.0, 2.0, 2.0]
+
+
+def test_the_attempts_line_of_a_job_on_this_machine_ends_the_pause_at_once(tmp_path):
+    import threading
+    import time
+    run = scripted_run(tmp_path, ["RUNNING"])
+    attempts = tmp_path / "77-attempts.jsonl"
+    threading.Timer(0.3, lambda: attempts.write_text('{"attempt": 1, "ended": "completed"}\n')).start()
+    started = time.monotonic()
+    assert run.pause(10) is True  # a pause of poll_s (2 s), cut short
+    assert time.monotonic() - started < 1.5
+    started = time.monotonic()
+    assert run.pause(0) is False  # nothing written: the whole (short) pause
+    assert 0.2 <= time.monotonic() - started < 1.0
