@@ -338,6 +338,16 @@ def shared_directory(name: str) -> Path:
     return where
 
 
+def developer_script(name: str):
+    """A module of scripts/ (the developer's generators, outside the package), loaded by its path."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, REPO / "scripts" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def run_hpcjax(*args: str, cwd: Path | None = None, env: dict | None = None, timeout: float = 300):
     """Run the hpcjax command as a user would (through the interpreter, so a fresh
     machine's PATH need not know the console script yet)."""

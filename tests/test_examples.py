@@ -1,9 +1,10 @@
 import difflib
-from pathlib import Path
 
-from hpcjax.slurm.examples import EXAMPLES, REGENERATE, rendered_examples
+from conftest import REPO, developer_script
 
-SLURM_DIR = Path(__file__).resolve().parent.parent / "slurm"
+SLURM_DIR = REPO / "slurm"
+examples = developer_script("slurm_examples")  # outside the package (issue 64)
+EXAMPLES, REGENERATE, rendered_examples = examples.EXAMPLES, examples.REGENERATE, examples.rendered_examples
 
 
 def test_example_scripts_are_current():

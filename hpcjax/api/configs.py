@@ -17,7 +17,7 @@ from pathlib import Path, PurePosixPath
 
 from hpcjax.values.errors import UsageError
 from hpcjax.hosts.cluster import Cluster
-from hpcjax.job import profiles
+from hpcjax.job import clusters, profiles
 from hpcjax.job.spec import JobSpec
 from hpcjax.values.validate import require_int, resolved_local_path
 
@@ -70,7 +70,7 @@ class ScalingConfig:
             raise UsageError(f"cluster must be a profile name or an SSH destination, got {type(cluster).__name__}",
                              'e.g. ScalingConfig(cluster="me@login.example.org") or cluster="ibex" (a profile)')
         self.cluster_named = cluster is not None
-        self.cluster = cluster if isinstance(cluster, Cluster) else profiles.cluster_named(
+        self.cluster = cluster if isinstance(cluster, Cluster) else clusters.cluster_named(
             cluster, values, profile_file, what="cluster=", profile=profile)
         self.ship_limit_mb = values.get("ship_limit_mb")
 

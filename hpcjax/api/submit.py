@@ -26,7 +26,7 @@ from hpcjax.api.configs import Data, ScalingConfig
 from hpcjax.containers.binds import in_place
 from hpcjax.hosts import ship
 from hpcjax.follow.interrupts import uninterrupted
-from hpcjax.follow.progress import say
+from hpcjax.values.voice import say
 from hpcjax.values.errors import UsageError
 
 

@@ -18,7 +18,7 @@ from hpcjax.api.configs import Result, RunConfig, ScalingConfig
 from hpcjax.api.submit import cancel_on_interrupt
 from hpcjax.api.worker import run_train_loop, takes_argument
 from hpcjax.values.errors import UsageError
-from hpcjax.follow.progress import say
+from hpcjax.values.voice import say
 
 
 class Trainer:

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from hpcjax.protocol import contract, placement, rundir
 from hpcjax.api import folder, session
+from hpcjax.values.voice import say
 
 EXIT_RAISED = 1
 
@@ -94,11 +95,11 @@ def main(argv: list[str]) -> int:
         code = 0 if stop.code is None else stop.code if isinstance(stop.code, int) else 1
         text = (f"SystemExit: {stop.code!r} (the function called sys.exit instead of returning: no value came "
                 "back)")
-        print(text, file=sys.stderr, flush=True)
+        say(text)
         outcome = ("error", text, None, {"rank": rank, "host": placement.node_name()})
     except Exception as error:  # the caller gets it, with the rank and node it happened on
         text = user_traceback(error)
-        print(text, file=sys.stderr, flush=True)
+        say(text)
         try:
             exception = cloudpickle.dumps(error)
         except Exception:  # not every exception pickles; the traceback text always travels
@@ -112,7 +113,7 @@ def main(argv: list[str]) -> int:
         text = (f"rank {rank} returned a value of type {type(value).__module__}.{type(value).__qualname__}, which "
                 f"cannot be pickled to come back to the caller ({type(error).__name__}: {error}): return plain data "
                 "(numbers, strings, lists, dicts, NumPy arrays)")
-        print(text, file=sys.stderr, flush=True)
+        say(text)
         data = cloudpickle.dumps(("error", text, None, {"rank": rank, "host": placement.node_name()}))
         code = EXIT_RAISED
     write_whole(result, data)

@@ -20,11 +20,11 @@ import dataclasses
 import importlib
 import os
 import pkgutil
-import sys
 from pathlib import Path
 from typing import ClassVar
 
 from hpcjax.values.errors import UsageError
+from hpcjax.values.voice import say
 
 AUTO = "auto"
 BACKEND_ENV = "HPCJAX_BACKEND"  # what "auto" means when set
@@ -176,8 +176,7 @@ def choose(name: str | None = AUTO, *, cluster=None, quiet: bool = False) -> Bac
         return next(b for b in candidates if b.reaches_clusters)
     chosen = next(b for b in candidates if b.available())
     if not quiet and chosen is not candidates[0]:
-        print(f"{candidates[0].unavailable()}: running {chosen.described or 'on the ' + chosen.name + ' backend'}",
-              file=sys.stderr)
+        say(f"{candidates[0].unavailable()}: running {chosen.described or 'on the ' + chosen.name + ' backend'}")
     return chosen
 
 

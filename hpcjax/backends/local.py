@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import shlex
 import subprocess
-import sys
 
 from hpcjax import backends
 from hpcjax.backends import Backend, register
@@ -15,6 +14,7 @@ from hpcjax.catalog import keep, records
 from hpcjax.values.errors import HpcjaxError, UsageError
 from hpcjax.localjobs import processes, queue
 from hpcjax.localjobs.environment import check_local_spec, rank_environment
+from hpcjax.values.voice import say
 
 # Options of a spec the local backend has no use for (they are SLURM's), with their flags.
 SLURM_ONLY = (("partition", "--partition"), ("account", "--account"), ("qos", "--qos"),
@@ -34,8 +34,8 @@ class LocalBackend(Backend):
     def check(self, sub, probe) -> None:
         check_local_spec(sub.spec)
         if sub.spec.preflight:  # a site profile may make it the default: said, not refused
-            print("preflight: not run on the local backend (it proves a cluster's nodes before a job spends "
-                  "them; this machine is one node, its devices emulated)", file=sys.stderr)
+            say("preflight: not run on the local backend (it proves a cluster's nodes before a job spends "
+                "them; this machine is one node, its devices emulated)")
         for job, when in sub.spec.after:
             try:
                 find(job).state()

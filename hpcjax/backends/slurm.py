@@ -6,14 +6,13 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import sys
 
 from hpcjax.backends import Backend, register
 from hpcjax.catalog import db, keep, records
 from hpcjax.containers import binds
 from hpcjax.protocol.contract import FINISHED_STATES
 from hpcjax.values.errors import HpcjaxError, SlurmNotFound, SubmitError, UsageError
-from hpcjax.follow.progress import say
+from hpcjax.values.voice import say
 
 # A dry run asks the scheduler once, briefly: a controller that does not answer leaves the script shown.
 ESTIMATE_TIMEOUT_S = 10.0
@@ -249,8 +248,8 @@ class SlurmBackend(Backend):
                     else controller.slurm_on()
                 found = parse_attempts(slurm.run(commands.attempts(row["job_id"] for row in group)))
             except HpcjaxError as error:
-                print(f"hpcjax: note: could not ask SLURM{' on ' + cluster if cluster else ''} about {len(group)} "
-                      f"run(s): {error.message}; shown as last seen", file=sys.stderr)
+                say(f"hpcjax: note: could not ask SLURM{' on ' + cluster if cluster else ''} about {len(group)} "
+                    f"run(s): {error.message}; shown as last seen")
                 continue
             unstarted = []
             for row in group:

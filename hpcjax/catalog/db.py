@@ -14,12 +14,12 @@ from __future__ import annotations
 import json
 import re
 import sqlite3
-import sys
 import time
 from pathlib import Path
 
 from hpcjax.catalog import records
 from hpcjax.protocol.contract import FINISHED_STATES
+from hpcjax.values.voice import say
 
 DB_NAME = "catalog.sqlite"
 BUSY_TIMEOUT_S = 10.0
@@ -69,15 +69,15 @@ def connect() -> sqlite3.Connection:
             _move_aside(where)
         except OSError as moving:
             return _in_memory(f"the catalog {where} is damaged ({error}) and cannot be moved aside ({moving})")
-        print(f"hpcjax: the catalog {where} was damaged ({error}); moved aside and rebuilt from the job records, "
-              "the log directories and SLURM", file=sys.stderr)
+        say(f"hpcjax: the catalog {where} was damaged ({error}); moved aside and rebuilt from the job records, "
+            "the log directories and SLURM")
         conn, made = _open(where)
     except OSError as error:  # HPCJAX_HOME itself cannot be made
         return _in_memory(f"the catalog's directory {where.parent} cannot be made ({error.strerror})")
     if made:
         imported = import_records(conn)
         if imported:
-            print(f"hpcjax: made the catalog of runs {where} from {imported} job record(s)", file=sys.stderr)
+            say(f"hpcjax: made the catalog of runs {where} from {imported} job record(s)")
     return conn
 
 
@@ -129,8 +129,7 @@ def _move_aside(where: Path) -> None:
 
 def _in_memory(why: str) -> sqlite3.Connection:
     """A catalog made now, in memory, from the job records (when the one on disk cannot be used)."""
-    print(f"hpcjax: note: {why}; reading the job records instead (nothing is kept for the next command)",
-          file=sys.stderr)
+    say(f"hpcjax: note: {why}; reading the job records instead (nothing is kept for the next command)")
     conn = sqlite3.connect(":memory:", isolation_level=None)
     conn.row_factory = sqlite3.Row
     migrate(conn)

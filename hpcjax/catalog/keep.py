@@ -9,7 +9,6 @@ cli/runs.py, this module's other side.)
 from __future__ import annotations
 
 import sqlite3
-import sys
 import time
 from contextlib import closing
 from pathlib import Path
@@ -18,6 +17,7 @@ from hpcjax.catalog import db, records
 from hpcjax.values.errors import HpcjaxError
 from hpcjax.protocol.rundir import RunDir, run_dir_argument
 from hpcjax.values import jsonlines
+from hpcjax.values.voice import say
 
 METRICS_TAIL_BYTES = 1 << 16  # the last metrics are at the end: never read a whole long record
 # A finished run whose attempts accounting never gave is asked about for this long, then left as it is.
@@ -48,9 +48,9 @@ def record(key: str, fields: dict) -> None:
     try:
         records.save(key, fields)
     except OSError as error:
-        print(f"hpcjax: warning: job {key} was submitted, but its record could not be written in "
-              f"{records.records_dir()} ({error.strerror}): `hpcjax status/logs/cancel` find a SLURM job by its "
-              "id alone, `runs` and `relaunch` will not know it", file=sys.stderr)
+        say(f"hpcjax: warning: job {key} was submitted, but its record could not be written in "
+            f"{records.records_dir()} ({error.strerror}): `hpcjax status/logs/cancel` find a SLURM job by its "
+            "id alone, `runs` and `relaunch` will not know it")
         return
     _catalog(key, records.load(key) or fields)
 
@@ -69,7 +69,7 @@ def _catalog(key: str, fields: dict) -> None:
                                               "state": fields.get("state"), "nodelist": fields.get("nodelist"),
                                               "gpus": _gpus(fields.get("layout") or {})}])
     except (sqlite3.Error, OSError) as error:
-        print(f"hpcjax: note: the catalog of runs was not updated for job {key}: {error}", file=sys.stderr)
+        say(f"hpcjax: note: the catalog of runs was not updated for job {key}: {error}")
 
 
 def ended(key: str, outcome) -> None:
@@ -79,7 +79,7 @@ def ended(key: str, outcome) -> None:
             db.save(conn, key, state=outcome.state, final=True, exit_code=outcome.exit_code,
                     report=None if outcome.ok else outcome.report())
     except (sqlite3.Error, OSError) as error:
-        print(f"hpcjax: note: the catalog of runs was not updated for job {key}: {error}", file=sys.stderr)
+        say(f"hpcjax: note: the catalog of runs was not updated for job {key}: {error}")
 
 
 def _gpus(layout: dict) -> int:
@@ -97,8 +97,8 @@ def refresh(conn: sqlite3.Connection, rows: list[dict], backend_of) -> None:
         try:
             backend_of(name).refresh(conn, group)
         except HpcjaxError as error:
-            print(f"hpcjax: note: could not bring {len(group)} {name} run(s) up to date: {error.message}; shown "
-                  "as last seen", file=sys.stderr)
+            say(f"hpcjax: note: could not bring {len(group)} {name} run(s) up to date: {error.message}; shown "
+                "as last seen")
     for row in rows:
         if row.get("run_dir") and not row["cluster"]:
             metrics = last_metrics(Path(row["run_dir"]))

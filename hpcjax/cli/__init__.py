@@ -10,8 +10,9 @@ that holds only JAX and NumPy. Each verb imports what it needs when it runs.
 By file: `jobs` (render, submit, status, logs, cancel), `runs` (runs, relaunch, sweeps, chains),
 `fetch` (fetch, tunnel), `stacks`, `smoke`, `rank` (env, check, preflight), `train`, `profile`,
 `container`, `holds` (hold, release), `nodeshell` (shell and jupyter --on), `nodes`, `free`, `site`
-(and its `acceptance` check), `report`; what they share: `options` (the job options and the house
-error format), `kinds` (argparse value types), `outputs` (files written in one step), `stopping`
+(its `acceptance` check, and what the check is asked: `checkoptions`), `report`; what they share:
+`options` (the job options and the house error format), `following` (a submitted job followed to
+its exit status, and Ctrl-C), `kinds` (argparse value types), `outputs` (files written in one step), `stopping`
 (SIGTERM as Ctrl-C).
 """
 
@@ -25,6 +26,7 @@ import sys
 from hpcjax import __version__
 from hpcjax.cli.options import Parser, join_dashed_values
 from hpcjax.values.errors import HpcjaxError, UsageError
+from hpcjax.values.voice import say
 
 DESCRIPTION = """\
 Take a JAX training job from a laptop to a SLURM GPU cluster, right the first time.
@@ -152,16 +154,16 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout.flush()  # here, where a failure is said: not at the interpreter's exit
         return code
     except OutputError as err:
-        print(f"error: {err.message}\n\nhint: {err.hint}", file=sys.stderr)
+        say(f"error: {err.message}\n\nhint: {err.hint}")
         output_gone(real)
         return 1
     except HpcjaxError as err:
-        print(f"error: {err.message}", file=sys.stderr)
+        say(f"error: {err.message}")
         if err.hint:
-            print(f"\nhint: {err.hint}", file=sys.stderr)
+            say(f"\nhint: {err.hint}")
         return ended(err.exit_code)
     except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
+        say("interrupted")
         return ended(130)
     except BrokenPipeError:  # `hpcjax logs JOB | head`: the reader has what it wanted
         return reader_gone()

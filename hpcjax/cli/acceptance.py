@@ -26,6 +26,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from hpcjax.cli.checkoptions import Asked
 from hpcjax.values.errors import UsageError
 
 EXIT_PROBE = """\
@@ -57,22 +58,21 @@ class Result:
     hint: str = ""
 
 
-def run(args, say) -> int:
+def run(asked: Asked, say) -> int:
     """The checks, the page, the summary; exit 0 when nothing failed."""
-    common = job_options(args)
-    page = Path(args.page).expanduser()
+    common, page = list(asked.job_words), asked.page
     work = Path("hpcjax-check")  # under the working directory: shipped with the tree from a laptop
     refuse_unwritable(page, work)
     refuse_what_submit_refuses(common)
     work.mkdir(exist_ok=True)
     (work / "exit_probe.py").write_text(EXIT_PROBE)
-    image = args.image or profile_value(args, "image")
+    image = asked.image
     results = []
-    for name, per_process in (("smoke, one process per GPU", 1), ("smoke, one process per node", gpus_per_node(args))):
+    for name, per_process in (("smoke, one process per GPU", 1), ("smoke, one process per node", asked.gpus_per_node)):
         say(f"{name}: submitting")
         results.append(verdict_of(name, hpcjax("smoke", *common, "--gpus-per-process", str(per_process))))
     smokes_passed = all(r.verdict == "passed" for r in results)
-    runtime = args.runtime or profile_value(args, "runtime") or ("the default runtime" if image else "")
+    runtime = asked.runtime or ("the default runtime" if image else "")
     if image:
         results.append(Result("container", "passed" if smokes_passed else "failed",
                               f"the smokes above, with {runtime} and {image}",
@@ -85,16 +85,16 @@ def run(args, say) -> int:
                               "profile with image and runtime"))
     say("preflight: submitting")
     results.append(preflight_result(hpcjax("submit", *common, "--preflight", "--wait", "--", "true"),
-                                    where_options(args)))
+                                    list(asked.where_words)))
     say("an unmodified script's exit: submitting")
     results.append(exit_result(hpcjax("submit", *common, "--wait", "--", "python3", str(work / "exit_probe.py"))))
     say("logs, stacks, cancel: submitting")
-    results.append(logs_stacks_cancel(common, where_options(args), say))
-    write_whole(page, page_html(results, " ".join(sys.argv[1:])))
+    results.append(logs_stacks_cancel(common, list(asked.where_words), say))
+    write_whole(page, page_html(results, asked.command_line))
     for result in results:
         say(f"{result.verdict.upper():8} {result.check}: {result.detail}" + (f"\n  hint: {result.hint}"
                                                                               if result.hint else ""))
-    if args.json:
+    if asked.json:
         print(json.dumps({"page": str(page.resolve()), "results": [asdict(r) for r in results]}, indent=1))
     else:
         print(page.resolve())
@@ -138,39 +138,6 @@ def write_whole(page: Path, text: str) -> None:
     partial = page.with_name(f".{page.name}.partial")
     partial.write_text(text)
     partial.replace(page)
-
-
-def where_options(args) -> list[str]:
-    """What finds the cluster again (for status, logs, stacks and cancel of a check's job)."""
-    return [word for flag, value in (("--cluster", args.cluster), ("--profile-file", args.profile_file))
-            if value is not None for word in (flag, value)]
-
-
-def job_options(args) -> list[str]:
-    """The options every check's job gets: the user's cluster, profile and layout."""
-    words = []
-    for flag, value in (("--cluster", args.cluster), ("--profile-file", args.profile_file), ("--profile", args.profile),
-                        ("--partition", args.partition), ("--nodes", args.nodes), ("--gpus-per-node", args.gpus_per_node),
-                        ("--gpu-type", args.gpu_type), ("--image", args.image), ("--runtime", args.runtime),
-                        ("--time", args.time)):
-        if value is not None:
-            words += [flag, str(value)]
-    return words
-
-
-def profile_value(args, key: str):
-    """A value of the profile the check's jobs use (the file is read once per check)."""
-    if not args.profile:
-        return None
-    if not hasattr(args, "profile_values"):
-        from hpcjax.job import profiles
-
-        args.profile_values = profiles.resolve(args.profile, args.profile_file)[0]
-    return args.profile_values.get(key)
-
-
-def gpus_per_node(args) -> int | None:
-    return args.gpus_per_node or profile_value(args, "gpus_per_node")
 
 
 def hpcjax(*words: str, timeout: float = WAIT_S) -> tuple[list[str], subprocess.CompletedProcess]:
@@ -321,44 +288,3 @@ td,th{{border:1px solid #ccc;padding:6px;vertical-align:top;text-align:left}}cod
 <table><tr><th>check</th><th>verdict</th><th>what ran</th><th>what it said</th><th>hint</th></tr>
 {rows}</table></body></html>
 """
-
-
-def add_check_options(site) -> None:
-    check = site.add_argument_group("--check: the acceptance check (submits small jobs)")
-    check.add_argument("--check", action="store_true", help="prove hpcjax works on this cluster: both smokes, the "
-                                                            "container, a preflight, a script's exit, logs, stacks, "
-                                                            "cancel; one HTML page says what to fix")
-    check.add_argument("--profile", help="the profile its jobs use (e.g. the one `hpcjax site` wrote)")
-    check.add_argument("--nodes", "-N", type=int, default=None, help="nodes (default: the profile's, else 2)")
-    check.add_argument("--gpus-per-node", type=int, help="GPUs per node (default: the profile's)")
-    check.add_argument("--gpu-type", help="the GPUs' type (default: the profile's)")
-    check.add_argument("--image", help="the image your jobs use")
-    check.add_argument("--runtime", help="its runtime: apptainer, singularity, charliecloud, pyxis, none")
-    check.add_argument("--time", "-t", default="00:10:00", help="each job's time limit (default 00:10:00)")
-    check.add_argument("--page", default="hpcjax-check.html", help="where the page goes (default hpcjax-check.html)")
-
-
-def refuse_mixed(args) -> None:
-    """--check's options are its own; site's writing options are not for it."""
-    if args.check:
-        for flag, value in (("--name", args.name), ("--print", args.print), ("--no-node", args.no_node)):
-            if value:
-                raise UsageError(f"{flag} is for writing a profile; --check writes none",
-                                 "run `hpcjax site` first to write the profile, then `hpcjax site --check --profile "
-                                 "NAME`")
-        if args.nodes is None and not profile_value(args, "nodes"):
-            args.nodes = 2
-        if not gpus_per_node(args):
-            raise UsageError("--check needs the GPUs of each node: --gpus-per-node G, or a profile with gpus_per_node",
-                             "`hpcjax site` writes a profile with it where the partition's nodes agree; then "
-                             "hpcjax site --check --profile NAME")
-        runtime = args.runtime or profile_value(args, "runtime")
-        if runtime not in (None, "none") and not (args.image or profile_value(args, "image")):
-            # (site writes the node's runtime into the profile, never an image: it cannot know yours)
-            raise UsageError(f"the check's jobs run in {runtime}, and no image is given: every one of them would be "
-                             "refused", "give the image your jobs use: --image IMAGE, or check bare with --runtime none")
-        return
-    for flag in ("profile", "gpus_per_node", "gpu_type", "image", "runtime", "nodes"):
-        if getattr(args, flag) is not None:
-            raise UsageError(f"--{flag.replace('_', '-')} is an option of the acceptance check",
-                             f"add --check to run it: hpcjax site --check --{flag.replace('_', '-')} ...")

@@ -8,6 +8,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from hpcjax.values.voice import say
 
 
 def cmd_recipe(args: argparse.Namespace, command: list[str]) -> int:
@@ -28,11 +29,11 @@ def cmd_recipe(args: argparse.Namespace, command: list[str]) -> int:
     text, dropped = recipe(base=args.base, fmt=args.format, jax=args.jax, packages=args.package or [],
                            requirements=requirements, with_hpcjax=args.with_hpcjax, apt=args.apt or [])
     for line in dropped:
-        print(f"dropped {line!r}: JAX's own package; the image's JAX (matched to its CUDA) stays "
-              "(end the line with `# hpcjax: keep` to install it anyway)", file=sys.stderr)
+        say(f"dropped {line!r}: JAX's own package; the image's JAX (matched to its CUDA) stays "
+            "(end the line with `# hpcjax: keep` to install it anyway)")
     if output is not None:
         write_atomically(output, text, mode=0o644)
-        print(f"wrote {args.output} ({args.format})", file=sys.stderr)
+        say(f"wrote {args.output} ({args.format})")
     else:
         sys.stdout.write(text)
     return 0
@@ -58,7 +59,7 @@ def cmd_build(args: argparse.Namespace, command: list[str]) -> int:
                          "build where Apptainer is (often a login or build node: `module load apptainer`), "
                          "or with --fakeroot on a workstation; then copy the .sif to shared storage")
     argv = [builder, "build", *(["--fakeroot"] if args.fakeroot else []), args.output, str(recipe_path)]
-    print(f"running: {' '.join(argv)}", file=sys.stderr)
+    say(f"running: {' '.join(argv)}")
     return subprocess.run(argv).returncode
 
 

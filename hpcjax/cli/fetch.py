@@ -4,7 +4,6 @@ first node forwarded to this machine, both through the cluster's shared SSH conn
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path, PurePosixPath
 
 from hpcjax.cli import kinds
@@ -13,6 +12,7 @@ from hpcjax.cli.stopping import sigterm_as_ctrl_c
 from hpcjax.values.errors import HpcjaxError, UsageError
 from hpcjax.protocol import contract
 from hpcjax.values import jobid
+from hpcjax.values.voice import say
 
 CHECKPOINTS = ("latest", "all", "none")
 
@@ -107,7 +107,7 @@ def cmd_fetch(args: argparse.Namespace, command: list[str]) -> int:
             raise UsageError(f"--to {args.to!r} is in {pseudo_file_system(args.to)}, the kernel's tree, not a file system",
                              "give a directory for files (made if it does not exist), e.g. --to runs-back")
     landed, said = fetch_target(args, Path(args.to) if args.to else None, args.checkpoints)
-    print(f"fetched {said}", file=sys.stderr)
+    say(f"fetched {said}")
     print(landed.resolve())
     return 0
 
@@ -133,13 +133,13 @@ def cmd_tunnel(args: argparse.Namespace, command: list[str]) -> int:
     local = args.local_port or args.port
     try:
         with sigterm_as_ctrl_c(), run.host.forward(local, node, args.port):
-            print(f"forwarding http://127.0.0.1:{local}/ to {node}:{args.port} of job {run.job_id} "
-                  f"through {run.host.destination}; Ctrl-C stops the tunnel (not the job)", file=sys.stderr)
+            say(f"forwarding http://127.0.0.1:{local}/ to {node}:{args.port} of job {run.job_id} "
+                f"through {run.host.destination}; Ctrl-C stops the tunnel (not the job)")
             print(f"http://127.0.0.1:{local}/", flush=True)
             run.wait(progress=False)  # the tunnel lasts as long as the job
-            print(f"job {run.job_id} ended: tunnel closed", file=sys.stderr)
+            say(f"job {run.job_id} ended: tunnel closed")
     except KeyboardInterrupt:
-        print("\ntunnel closed; the job keeps running", file=sys.stderr)
+        say("\ntunnel closed; the job keeps running")
     return 0
 
 

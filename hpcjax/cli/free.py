@@ -7,11 +7,11 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import sys
 from dataclasses import asdict
 
 from hpcjax.cli import kinds
 from hpcjax.cli.options import add_cluster_options, cluster_from_args
+from hpcjax.values.voice import say
 
 
 def cmd_free(args: argparse.Namespace, command: list[str]) -> int:
@@ -33,8 +33,8 @@ def cmd_free(args: argparse.Namespace, command: list[str]) -> int:
         fit.chosen(dataclasses.replace(spec, partition=args.partition), list(partitions.values()), where)
     rows = free.by_partition(free.read_nodes(slurm.run(commands.node_gpus(args.partition))), args.gpus_per_node)
     layout = f"{args.nodes} node(s) x {args.gpus_per_node} GPU(s), --time {args.time}"
-    print(f"hpcjax free: asking SLURM when {layout} would start in each partition (sbatch --test-only: "
-          "nothing is submitted)", file=sys.stderr, flush=True)
+    say(f"hpcjax free: asking SLURM when {layout} would start in each partition (sbatch --test-only: "
+        "nothing is submitted)")
     starts = {}
     for partition in sorted({row.partition for row in rows}):
         try:  # what submit refuses there (a time over the partition's limit, too few such nodes) never starts
@@ -48,8 +48,7 @@ def cmd_free(args: argparse.Namespace, command: list[str]) -> int:
         print(json.dumps([{**asdict(row), "start": starts[row.partition]} for row in rows], indent=1))
         return 0
     if not rows:
-        print("no partition here has GPUs (sinfo's Gres)" + (f" in {args.partition}" if args.partition else ""),
-              file=sys.stderr)
+        say("no partition here has GPUs (sinfo's Gres)" + (f" in {args.partition}" if args.partition else ""))
         return 0
     print(f"{'partition':<12} {'GPU':<10} {'nodes':>5} {'free/total':>11} {'fit now':>8}  soonest start of {layout}")
     for row in rows:

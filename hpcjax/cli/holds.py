@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 
 from hpcjax.cli.options import (add_cluster_options, add_job_options, cluster_from_args, merged_options,
                                 spec_from_args)
 from hpcjax.values.errors import UsageError
+from hpcjax.values.voice import say
 
 READY_EVERY_S = 0.5
 NOT_FOR_A_HOLD = (("on", "a hold cannot run inside another"), ("requeue", "a hold is not requeued"),
@@ -24,7 +24,8 @@ NOT_FOR_A_HOLD = (("on", "a hold cannot run inside another"), ("requeue", "a hol
 def cmd_hold(args: argparse.Namespace, command: list[str]) -> int:
     import dataclasses
 
-    from hpcjax.cli.jobs import interrupted_one, submission_of
+    from hpcjax.cli.following import interrupted_one
+    from hpcjax.cli.jobs import submission_of
     from hpcjax.launch import steps
     from hpcjax.slurm import holds
 
@@ -57,8 +58,8 @@ def cmd_hold(args: argparse.Namespace, command: list[str]) -> int:
 
 def stays_queued(name: str, run) -> int:
     """Ctrl-C once the hold exists: it stays queued (it is what the user asked for), and is named."""
-    print(f"\ninterrupted: hold {name} (job {run.job_id}) stays queued; `hpcjax holds` shows it, "
-          f"`hpcjax release {name}` ends it", file=sys.stderr)
+    say(f"\ninterrupted: hold {name} (job {run.job_id}) stays queued; `hpcjax holds` shows it, "
+        f"`hpcjax release {name}` ends it")
     return 130
 
 
@@ -80,16 +81,16 @@ def wait_ready(run, name: str, sub) -> int:
             state, shown = run.poll_surviving()
             if state == "RUNNING" and run.files.read_text(f"{hold.spool}/ready") is not None:
                 status = run.status()
-                print(f"hold {name} ready: job {run.job_id} on {status.nodelist} ({sub.spec.layout.described}, "
-                      f"--time {sub.spec.time}); run jobs in it with --on {name}, end it with `hpcjax release "
-                      f"{name}`", file=sys.stderr)
+                say(f"hold {name} ready: job {run.job_id} on {status.nodelist} ({sub.spec.layout.described}, "
+                    f"--time {sub.spec.time}); run jobs in it with --on {name}, end it with `hpcjax release "
+                    f"{name}`")
                 return 0
             if state not in ("PENDING", "RUNNING", "CONFIGURING"):
                 outcome = run.wait(progress=False)
-                print(f"hold {name} did not come up:\n{outcome.report()}", file=sys.stderr)
+                say(f"hold {name} did not come up:\n{outcome.report()}")
                 return outcome.exit_code or 1
             if shown != last:
-                print(f"hold {name} (job {run.job_id}): {shown}", file=sys.stderr)
+                say(f"hold {name} (job {run.job_id}): {shown}")
                 last = shown
             time.sleep(READY_EVERY_S)
     except KeyboardInterrupt:
@@ -141,13 +142,12 @@ def cmd_holds(args: argparse.Namespace, command: list[str]) -> int:
     rows = [r for r in listing(cluster) if args.all or r["state"] not in FINISHED_STATES | {"GONE"}]
     others = sorted({f"{hold.name} ({holds.reach_flag(hold)})" for hold in holds.elsewhere(cluster)})
     if others:  # not asked of SLURM there (it may be over SSH): named, so that none seems lost
-        print(f"holds made on other clusters (`hpcjax holds` with the flag lists them): {', '.join(others)}",
-              file=sys.stderr)
+        say(f"holds made on other clusters (`hpcjax holds` with the flag lists them): {', '.join(others)}")
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
     if not rows:
-        print("no holds up" + ("" if args.all else " (--all lists the ended ones too)"), file=sys.stderr)
+        say("no holds up" + ("" if args.all else " (--all lists the ended ones too)"))
         return 0
     print(f"{'NAME':<16} {'JOB':<8} {'STATE':<10} {'LAYOUT':<10} {'NODES':<14} {'LEFT':<10} RUNNING (QUEUED)")
     for r in rows:
@@ -163,10 +163,10 @@ def cmd_release(args: argparse.Namespace, command: list[str]) -> int:
     cluster = cluster_from_args(args)
     hold = holds.find(args.name, cluster)
     if holds.ended(hold, cluster):
-        print(f"hold {args.name} (job {hold.job_id}) had ended already", file=sys.stderr)
+        say(f"hold {args.name} (job {hold.job_id}) had ended already")
         return 0
     controller.slurm_on(cluster.host() if cluster else None).run(commands.cancel(hold.job_id))
-    print(f"released hold {args.name} (job {hold.job_id}); a job running in it ends with it", file=sys.stderr)
+    say(f"released hold {args.name} (job {hold.job_id}); a job running in it ends with it")
     return 0
 
 

@@ -15,6 +15,8 @@ from hpcjax.values.validate import make_directory
 from hpcjax.cli.options import (add_backend_option, add_cluster_options, add_job_options, cluster_from_args,
                                 merged_options, spec_from_args, takes_command)
 from hpcjax.cli.outputs import output_file, write_atomically
+from hpcjax.cli.following import submit_and_follow
+from hpcjax.values.voice import say
 
 
 def cmd_render(args: argparse.Namespace, command: list[str]) -> int:
@@ -41,10 +43,10 @@ def cmd_render(args: argparse.Namespace, command: list[str]) -> int:
             Path(spec.output_dir).rmdir()
         raise
     if cluster is not None:
-        print(f"wrote {args.output} ({spec.layout.name}) with {cluster.name}'s paths; `hpcjax submit "
-              f"--cluster {cluster.destination}` ships hpcjax and the code it expects there", file=sys.stderr)
+        say(f"wrote {args.output} ({spec.layout.name}) with {cluster.name}'s paths; `hpcjax submit "
+            f"--cluster {cluster.destination}` ships hpcjax and the code it expects there")
     else:
-        print(f"wrote {args.output} ({spec.layout.described}); submit it with: sbatch {args.output}", file=sys.stderr)
+        say(f"wrote {args.output} ({spec.layout.described}); submit it with: sbatch {args.output}")
     return 0
 
 
@@ -57,8 +59,8 @@ def warn_missing_here(spec) -> None:
     image, sources = binds.paths_to_check(spec)
     for what, path in [("image", image)] * bool(image) + [("bind source", s) for s in sources]:
         if not Path(path).exists():
-            print(f"warning: {what} {path!r} does not exist on this machine: `hpcjax submit` would refuse it; "
-                  "sbatch of this script fails unless it exists where the job runs", file=sys.stderr)
+            say(f"warning: {what} {path!r} does not exist on this machine: `hpcjax submit` would refuse it; "
+                "sbatch of this script fails unless it exists where the job runs")
 
 
 def as_there(spec, cluster):
@@ -70,63 +72,6 @@ def as_there(spec, cluster):
     probe = refusals.ask(sub, sub.backend.wants(sub))
     sub.backend.check(sub, probe)
     return staging.as_there(sub, probe.home).spec
-
-
-def submit_and_follow(sub, wait: bool) -> int:
-    """Submit; follow the job to its end when asked, or when this process runs its ranks (the local
-    backend): its exit code, and its failure report. Ctrl-C anywhere from here on, once the job
-    exists too (launch.steps), never leaves the user guessing what became of it."""
-    from hpcjax.launch import steps
-
-    runs: list = []
-    try:
-        runs = steps.submit(sub)
-        if not wait and not sub.backend.submitter_follows:
-            return 0
-        return max((ended_as(run) for run in runs), default=0)
-    except KeyboardInterrupt as interrupt:
-        return interrupted(steps.runs_of(interrupt) or runs)
-
-
-def ended_as(run) -> int:
-    outcome = run.wait()
-    if not outcome.ok:
-        print(outcome.report(), file=sys.stderr)
-    return outcome.exit_code
-
-
-def interrupted(runs: list) -> int:
-    """Ctrl-C while a job is submitted or followed: a job its scheduler holds keeps running (say how
-    to follow or cancel it); the ranks a backend's submitter follows are this process's children,
-    so they stop (every element of an array that has not ended). Before the job had an id: nothing runs."""
-    from hpcjax import backends
-    from hpcjax.values import jobid
-
-    if not runs:
-        print("\ninterrupted before the job was submitted: nothing runs", file=sys.stderr)
-        return 130
-    job = jobid.base(runs[0].job_id)
-    if backends.get(runs[0].backend).submitter_follows:
-        from hpcjax.follow.interrupts import uninterrupted
-
-        with uninterrupted():  # a second Ctrl-C must not leave some of them running
-            for run in runs:
-                try:
-                    run.cancel()
-                except HpcjaxError:  # an element that has ended keeps its own end
-                    pass
-        print(f"\ninterrupted: stopped every process of local job {job}", file=sys.stderr)
-    else:
-        print(f"\ninterrupted: job {job} keeps running on the cluster; follow it with `hpcjax status {job}` and "
-              f"`hpcjax logs {job}`, or stop it with `hpcjax cancel {job}`", file=sys.stderr)
-    return 130
-
-
-def interrupted_one(interrupt: KeyboardInterrupt, once_it_exists) -> int:
-    """Ctrl-C while a one-run job (smoke, a hold) was submitted: `once_it_exists(run)`, else 'nothing runs'."""
-    from hpcjax.launch import steps
-
-    return once_it_exists(runs[0]) if (runs := steps.runs_of(interrupt)) else interrupted(runs)
 
 
 def submission_of(args: argparse.Namespace, spec, values: dict, cluster, **more):
@@ -172,7 +117,7 @@ def cmd_submit(args: argparse.Namespace, command: list[str]) -> int:
                         announce=lambda job_id: print(job_id, flush=True))  # on stdout once it is recorded
     if args.dry_run:
         shown, said = steps.dry_run(sub)
-        print(said, file=sys.stderr)
+        say(said)
         sys.stdout.write(shown)
         return 0
     return submit_and_follow(sub, args.wait)
@@ -220,9 +165,9 @@ def cmd_logs(args: argparse.Namespace, command: list[str]) -> int:
     try:
         state = run.follow_logs(write, rank=args.rank)
     except KeyboardInterrupt:
-        print(f"\ninterrupted: stopped following job {run.job_id} (it keeps running)", file=sys.stderr)
+        say(f"\ninterrupted: stopped following job {run.job_id} (it keeps running)")
         return 130
-    print(f"job {run.job_id} ended {state}", file=sys.stderr)
+    say(f"job {run.job_id} ended {state}")
     return 0
 
 
@@ -240,7 +185,7 @@ def cmd_cancel(args: argparse.Namespace, command: list[str]) -> int:
         runs = sorted((run for run in runs if run not in ended), key=lambda run: run.state() != "PENDING")
     for run in runs:
         run.cancel()
-        print(f"cancelled job {run.job_id}", file=sys.stderr)
+        say(f"cancelled job {run.job_id}")
     return 0
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
+from hpcjax.values.voice import say
 
 
 def cmd_nodes(args: argparse.Namespace, command: list[str]) -> int:
@@ -19,8 +19,8 @@ def cmd_nodes(args: argparse.Namespace, command: list[str]) -> int:
         print(json.dumps(rows, indent=1))
         return 0
     if not rows:
-        print("no node has failed a preflight in the jobs hpcjax followed" +
-              (f" (none named {args.node})" if args.node else ""), file=sys.stderr)
+        say("no node has failed a preflight in the jobs hpcjax followed" +
+            (f" (none named {args.node})" if args.node else ""))
         return 0
     width = max(len(r["node"]) for r in rows)
     for r in rows:

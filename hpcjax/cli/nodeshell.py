@@ -18,6 +18,7 @@ from hpcjax.cli import kinds
 from hpcjax.cli.options import add_cluster_options, cluster_from_args, merged_options, takes_command
 from hpcjax.cli.stopping import sigterm_as_ctrl_c
 from hpcjax.values.errors import HpcjaxError, UsageError
+from hpcjax.values.voice import relay, say
 
 URL = re.compile(r"https?://[^\s/]+:(\d+)/\S*")  # what Jupyter prints: http://HOST:PORT/lab?token=...
 
@@ -61,7 +62,7 @@ def cmd_shell(args: argparse.Namespace, command: list[str]) -> int:
     if not sys.stdin.isatty():
         raise UsageError("`hpcjax shell` without a command needs a terminal",
                          f"give the command to run there: hpcjax shell --on {args.on} -- hostname")
-    print(f"shell on {node} in hold {hold.name} (job {hold.job_id}); exit to leave (the hold stays)", file=sys.stderr)
+    say(f"shell on {node} in hold {hold.name} (job {hold.job_id}); exit to leave (the hold stays)")
     return run_there(cluster, step_on_first_node(hold, cluster, node, "--pty", "bash", "-l"), tty=True)
 
 
@@ -82,9 +83,9 @@ def cmd_jupyter(args: argparse.Namespace, command: list[str]) -> int:
     said = probe.stdout.strip().splitlines()[-1].split() if probe.returncode == 0 and probe.stdout.strip() else []
     app, as_root = (said[0], said[-1] == "0") if len(said) == 2 else ("", False)
     if not app:
-        print(f"no Jupyter in the job's Python ({python}) on {node}: hpcjax does not install into your "
-              f"environment. Add one there with `{python} -m pip install jupyterlab` (or load the site's "
-              "module in a prologue), then run `hpcjax jupyter` again", file=sys.stderr)
+        say(f"no Jupyter in the job's Python ({python}) on {node}: hpcjax does not install into your "
+            f"environment. Add one there with `{python} -m pip install jupyterlab` (or load the site's "
+            "module in a prologue), then run `hpcjax jupyter` again")
         return 1
     # It is reached from another host (the login node, a laptop's tunnel) by the node's name: Jupyter answers
     # such a Host only with allow_remote_access (its token still guards it; on the dev cluster, where a
@@ -104,7 +105,7 @@ def cmd_jupyter(args: argparse.Namespace, command: list[str]) -> int:
     # one it took (it went to the one asked for, where nothing answered: a silent wait, issue 63)
     took = int(URL.search(url).group(1))
     if took != args.port:
-        print(f"port {args.port} is taken on {node}: Jupyter listens on {took}", file=sys.stderr)
+        say(f"port {args.port} is taken on {node}: Jupyter listens on {took}")
     local = args.local_port or args.port
     try:
         with sigterm_as_ctrl_c(), host.forward(local, node, took) if host.remote else contextlib.nullcontext():
@@ -115,10 +116,10 @@ def cmd_jupyter(args: argparse.Namespace, command: list[str]) -> int:
                                   f"its log is above; run it by hand: hpcjax shell --on {args.on} -- {python} -m "
                                   f"{app} --no-browser")
             print(url, flush=True)
-            print(f"Jupyter on {node} in hold {hold.name}; Ctrl-C stops it (the hold stays)", file=sys.stderr)
+            say(f"Jupyter on {node} in hold {hold.name}; Ctrl-C stops it (the hold stays)")
             started.wait()
     except KeyboardInterrupt:
-        print("\nJupyter stopped; the hold keeps running", file=sys.stderr)
+        say("\nJupyter stopped; the hold keeps running")
     finally:
         if started.poll() is None:
             started.terminate()
@@ -148,7 +149,7 @@ def wait_for_url(process, timeout_s: float = 120.0) -> tuple[str | None, str]:
     def pump() -> None:
         for line in process.stdout:
             if found_it.is_set():
-                sys.stderr.write(line)
+                relay(line)
             else:
                 lines.put(line)
         lines.put(None)
@@ -169,7 +170,7 @@ def wait_for_url(process, timeout_s: float = 120.0) -> tuple[str | None, str]:
             while not lines.empty():  # what came before the thread saw the flag: said, not lost
                 rest = lines.get()
                 if rest is not None:
-                    sys.stderr.write(rest)
+                    relay(rest)
             return url.group(0), ""
 
 

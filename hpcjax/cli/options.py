@@ -244,7 +244,7 @@ def cluster_from_args(args: argparse.Namespace, values: dict | None = None):
     """The Cluster the options name (None: this machine): --cluster (a profile naming a host,
     or an SSH destination), else the profile's host, else $HPCJAX_CLUSTER; --remote-dir over
     them. The local backend is this machine whatever the defaults say."""
-    from hpcjax.job import profiles
+    from hpcjax.job import clusters
 
     name, backend = getattr(args, "cluster", None), getattr(args, "backend", "auto") or "auto"
     if backend != "auto":  # only then is the table needed (render and status import none of it)
@@ -252,7 +252,7 @@ def cluster_from_args(args: argparse.Namespace, values: dict | None = None):
 
         if name is None and backends.runs_here(backend):  # this machine's, whatever the defaults name
             return None
-    cluster = profiles.cluster_named(name, values, getattr(args, "profile_file", None),
+    cluster = clusters.cluster_named(name, values, getattr(args, "profile_file", None),
                                      profile=getattr(args, "profile", None))
     if backend != "auto":
         cluster = backends.cluster_for(backend, cluster)  # --cluster with a backend that runs here: refused

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
+from hpcjax.values.voice import say
 
 
 def cmd_profile(args: argparse.Namespace, command: list[str]) -> int:
@@ -17,7 +17,7 @@ def cmd_profile(args: argparse.Namespace, command: list[str]) -> int:
         if args.json:
             print(json.dumps({name: p.get("description", "") for name, p in found.items()}, indent=2))
             return 0
-        print(f"profiles in {path}:", file=sys.stderr)
+        say(f"profiles in {path}:")
         for name, profile in found.items():
             parent = f" (extends {profile['extends']})" if profile.get("extends") else ""
             print(f"{name}{parent}  {profile.get('description', '')}".rstrip())
@@ -28,7 +28,7 @@ def cmd_profile(args: argparse.Namespace, command: list[str]) -> int:
     if args.json:
         print(json.dumps({"profile": args.name, "file": str(path), "values": values, "sources": sources}, indent=2))
         return 0
-    print(f"profile {args.name} ({path}); command-line options win over these:", file=sys.stderr)
+    say(f"profile {args.name} ({path}); command-line options win over these:")
     for key in profiles.OPTIONS:
         if key in values:
             print(f"{key:<16} {json.dumps(values[key])}   # from {sources[key]}")

@@ -7,11 +7,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 
 from hpcjax.cli import kinds
 from hpcjax.cli.kinds import parse_sizes
 from hpcjax.protocol.contract import ALL_CHECKS, NODES_ENV
+from hpcjax.values.voice import say
 
 
 def cmd_env(args: argparse.Namespace, command: list[str]) -> int:
@@ -64,7 +64,7 @@ def cmd_check(args: argparse.Namespace, command: list[str]) -> int:
         ok = ok and report["ok"]
         if args.json:
             print(json.dumps(report), flush=True)
-            print(checks.format_report(report), file=sys.stderr, flush=True)
+            say(checks.format_report(report))
         else:
             print(checks.format_report(report), flush=True)
     return 0 if ok else 1

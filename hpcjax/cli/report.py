@@ -5,11 +5,11 @@ Prints the page's path on stdout; nothing is served."""
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 from hpcjax.values.errors import UsageError
 from hpcjax.protocol.rundir import RunDir
+from hpcjax.values.voice import say
 
 
 def cmd_report(args: argparse.Namespace, command: list[str]) -> int:
@@ -28,9 +28,9 @@ def cmd_report(args: argparse.Namespace, command: list[str]) -> int:
         run_dir = _fetched(args) or run_dir
     output, record = render(run_dir, chosen or RunDir(run_dir).report_page)
     for problem in record.problems:
-        print(f"note: {problem}", file=sys.stderr)
-    print(f"report of {len(record.steps)} step(s), {len(record.restarts)} restart(s): "
-          + ("open it in a browser" if args.open else "the page and its PNGs"), file=sys.stderr)
+        say(f"note: {problem}")
+    say(f"report of {len(record.steps)} step(s), {len(record.restarts)} restart(s): "
+        + ("open it in a browser" if args.open else "the page and its PNGs"))
     print(output.resolve())
     return 0
 
@@ -45,8 +45,8 @@ def compare(args: argparse.Namespace, chosen: Path | None) -> int:
     output, records = comparison.render([Path(d) for d in args.run_dir], chosen or Path("compare.html"))
     for name, record in zip(comparison.names_of([Path(d) for d in args.run_dir]), records):
         for problem in record.problems:
-            print(f"note: {name}: {problem}", file=sys.stderr)
-    print(f"comparison of {len(records)} runs: the page and its PNGs", file=sys.stderr)
+            say(f"note: {name}: {problem}")
+    say(f"comparison of {len(records)} runs: the page and its PNGs")
     print(output.resolve())
     return 0
 
@@ -63,7 +63,7 @@ def _fetched(args: argparse.Namespace) -> Path | None:
         return None  # a run directory here (a directory named like a job id is one too)
     args.target = args.run_dir
     landed, said = fetch_target(args, Path(args.to) if args.to else None, "none", run_dir_needed=True)
-    print(f"fetched {said}", file=sys.stderr)
+    say(f"fetched {said}")
     return landed
 
 

@@ -14,6 +14,7 @@ from datetime import datetime
 
 from hpcjax.cli.options import add_backend_option, add_job_options, command_line_options, COMMAND_USAGE
 from hpcjax.values.errors import HpcjaxError, UsageError
+from hpcjax.values.voice import say
 
 SINCE = re.compile(r"(\d+)([mhdw])")
 SECONDS = {"m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
@@ -188,8 +189,8 @@ def cmd_runs(args: argparse.Namespace, command: list[str]) -> int:
     else:
         sys.stdout.write(table(rows) if rows else "")
         if not rows:
-            print("no runs match" if any((args.state, args.since, args.name, args.cluster, args.sweep))
-                  else "no runs yet: `hpcjax submit` records every job here", file=sys.stderr)
+            say("no runs match" if any((args.state, args.since, args.name, args.cluster, args.sweep))
+                else "no runs yet: `hpcjax submit` records every job here")
     return 0
 
 
@@ -232,14 +233,14 @@ def failure_report(run: dict) -> str:
 
 def _cluster(run: dict):
     from hpcjax.catalog import records
-    from hpcjax.job.profiles import cluster_from_record
+    from hpcjax.job.clusters import cluster_from_record
 
     return cluster_from_record((records.load(run["key"]) or {}).get("cluster"))
 
 
 def cmd_relaunch(args: argparse.Namespace, command: list[str] | None) -> int:
     from hpcjax import launch
-    from hpcjax.cli.jobs import submit_and_follow
+    from hpcjax.cli.following import submit_and_follow
     from hpcjax.job import profiles
 
     run = find(args.job)
@@ -255,8 +256,7 @@ def cmd_relaunch(args: argparse.Namespace, command: list[str] | None) -> int:
         values["env"] = {**run["options"].get("env", {}), **given["env"]}
     spec = profiles.build_spec(command or run["command"], values)
     backend = args.backend if args.backend != "auto" else run["backend"]
-    print(f"relaunching run {run['key']}" + (f" with {', '.join(sorted(given))} changed" if given else ""),
-          file=sys.stderr)
+    say(f"relaunching run {run['key']}" + (f" with {', '.join(sorted(given))} changed" if given else ""))
     sub = launch.submission(spec, backend, _cluster(run), announce=lambda job: print(job, flush=True))
     return submit_and_follow(sub, args.wait)
 

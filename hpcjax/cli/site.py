@@ -10,7 +10,6 @@ import argparse
 import json
 import re
 import subprocess
-import sys
 from dataclasses import asdict
 from datetime import date
 from pathlib import Path
@@ -18,6 +17,7 @@ from pathlib import Path
 from hpcjax.cli.options import add_cluster_options, cluster_from_args
 from hpcjax.slurm import enforce
 from hpcjax.values.errors import HpcjaxError, UsageError
+from hpcjax.values.voice import say
 
 PROFILE_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")  # a bare TOML key: [profiles.NAME]
 NODE_TIMEOUT_S = 600  # the node's step waits in the queue; the rest of the site is written without it
@@ -196,11 +196,13 @@ def cmd_site(args: argparse.Namespace, command: list[str]) -> int:
     from hpcjax.hosts import this_machine
     from hpcjax.job import profiles
 
-    from hpcjax.cli import acceptance
+    from hpcjax.cli import checkoptions
 
-    acceptance.refuse_mixed(args)
-    if args.check:
-        return acceptance.run(args, lambda text: print(f"hpcjax site --check: {text}", file=sys.stderr, flush=True))
+    check = checkoptions.asked(args)
+    if check is not None:
+        from hpcjax.cli import acceptance
+
+        return acceptance.run(check, lambda text: say(text, "site --check"))
     cluster = cluster_from_args(args)
     host = cluster.host() if cluster is not None and cluster.remote else this_machine()
     path = Path(args.profile_file).expanduser() if args.profile_file else profiles.default_path()
@@ -208,12 +210,7 @@ def cmd_site(args: argparse.Namespace, command: list[str]) -> int:
         raise UsageError(f"the profiles file {str(path)!r} is not a file", "name a file with --profile-file")
     _, existing = profiles.load(path) if path.is_file() else (path, {})
 
-    def say(text: str) -> None:
-        from hpcjax.follow.progress import say as said
-
-        said(text, source="site")
-
-    found = read(host, args.partition, not args.no_node, say)
+    found = read(host, args.partition, not args.no_node, lambda text: say(text, "site"))
     name = args.name if args.name is not None else found.config.get("ClusterName") or "site"
     if not PROFILE_NAME.fullmatch(name):
         raise UsageError(f"profile name {name!r}: a profile's name is letters, digits, - and _",
@@ -234,7 +231,7 @@ def cmd_site(args: argparse.Namespace, command: list[str]) -> int:
         print(text, end="")
         return 0
     profiles.add_section(path, name, text)
-    say(f"wrote profile {name} to {path}: `hpcjax profile show {name}`; use it with --profile {name}")
+    say(f"wrote profile {name} to {path}: `hpcjax profile show {name}`; use it with --profile {name}", "site")
     return 0
 
 
@@ -247,7 +244,7 @@ def add_site_verb(sub) -> None:
     site.add_argument("--print", action="store_true", help="print the profile instead of writing it")
     site.add_argument("--json", action="store_true", help="what was read as JSON on stdout")
     add_cluster_options(site, profile_file=True)
-    from hpcjax.cli.acceptance import add_check_options
+    from hpcjax.cli.checkoptions import add_check_options
 
     add_check_options(site)
     site.set_defaults(run=cmd_site, takes_command=False)

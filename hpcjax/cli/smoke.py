@@ -5,15 +5,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from dataclasses import replace
 from pathlib import Path
 
-from hpcjax.cli.jobs import interrupted_one, submission_of
+from hpcjax.cli.following import interrupted_one
+from hpcjax.cli.jobs import submission_of
 from hpcjax.cli.options import (add_backend_option, add_cluster_options, add_job_options, cluster_from_args,
                                 merged_options, spec_from_args, takes_command)
 from hpcjax.cli.kinds import parse_sizes
 from hpcjax.values.errors import UsageError
+from hpcjax.values.voice import say
 
 PLOT_FORMATS = (".png", ".svg", ".pdf")
 
@@ -73,7 +74,7 @@ def cmd_smoke(args: argparse.Namespace, command: list[str]) -> int:
     # would not load), and why is the job's to say, not an empty log's (issue 63)
     job_said = outcome.report() if not reports and not outcome.ok else ""
     if job_said:
-        print(job_said, file=sys.stderr)
+        say(job_said)
     if args.json:
         print(json.dumps({"layout": spec.layout.name, "backend": backend, "job_id": run.job_id, "ranks": rows,
                           "pairs": pairs, "ok": ok, **({"job": job_said} if job_said else {})}, indent=2))
@@ -85,8 +86,7 @@ def cmd_smoke(args: argparse.Namespace, command: list[str]) -> int:
     if args.plot and "bandwidth" in reports.get(0, {}):
         from hpcjax.pages.bandwidth import bandwidth_plot
 
-        print(f"bandwidth plot: {bandwidth_plot(reports[0]['bandwidth'], Path(args.plot)).resolve()}",
-              file=sys.stderr)
+        say(f"bandwidth plot: {bandwidth_plot(reports[0]['bandwidth'], Path(args.plot)).resolve()}")
     return 0 if ok else 1
 
 
@@ -109,5 +109,5 @@ def cancelled(run) -> int:
 
     with uninterrupted():  # a second Ctrl-C must not leave it running
         run.cancel()
-    print(f"\ninterrupted: cancelled smoke job {run.job_id}", file=sys.stderr)
+    say(f"\ninterrupted: cancelled smoke job {run.job_id}")
     return 130

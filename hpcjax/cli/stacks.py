@@ -9,6 +9,7 @@ import sys
 from hpcjax.cli import kinds
 from hpcjax.cli.options import add_cluster_options, cluster_from_args
 from hpcjax.values.errors import HpcjaxError, UsageError
+from hpcjax.values.voice import say
 
 
 def cmd_stacks(args: argparse.Namespace, command: list[str]) -> int:
@@ -16,7 +17,7 @@ def cmd_stacks(args: argparse.Namespace, command: list[str]) -> int:
     from hpcjax.follow import stacks
 
     run = backends.attach_one(args.job_id, cluster_from_args(args), "stacks")
-    print(f"taking the stacks of job {run.job_id} (py-spy on every node)...", file=sys.stderr)
+    say(f"taking the stacks of job {run.job_id} (py-spy on every node)...")
     entries, seconds = stacks.take(run, backends.get(run.backend), native=args.native)
     if args.rank is not None:
         entries = [e for e in entries if e.get("rank") == args.rank]

@@ -127,25 +127,3 @@ def help_section(base: str, jax: str, with_hpcjax: bool, from_checkout: bool) ->
     if from_checkout:
         lines.append("Built with the hpcjax checkout copied in (%files): apptainer build IMAGE.sif RECIPE")
     return "\n%help\n" + "".join(f"    {line}\n" for line in lines)
-
-
-# The recipes kept in containers/ (built from the checkout's root: `apptainer build x.sif containers/X`).
-EXAMPLES = {
-    "jax-ngc.def": dict(base=DEFAULT_BASE, jax="none"),
-    "jax-cuda.def": dict(base="nvidia/cuda:12.6.3-cudnn-runtime-ubuntu22.04", jax="cuda12",
-                         apt=("python3", "python3-pip")),
-    "jax-cpu.def": dict(base="python:3.11-slim", jax="cpu"),
-    "jax-ngc.Dockerfile": dict(base=DEFAULT_BASE, jax="none", fmt="docker"),
-}
-
-
-def example_recipes() -> dict[str, str]:
-    return {name: recipe(source=".", **options)[0] for name, options in EXAMPLES.items()}
-
-
-if __name__ == "__main__":  # python -m hpcjax.containers.recipes containers
-    import sys
-
-    for name, text in example_recipes().items():
-        (Path(sys.argv[1]) / name).write_text(text)
-        print(f"wrote {sys.argv[1]}/{name}", file=sys.stderr)

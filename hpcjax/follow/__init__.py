@@ -2,6 +2,6 @@
 failure analysis (`outcome`, `triage`, `hangs`, `ranklogs`), the grouping of ranks' stacks
 (`stacks`; hpcjax.rank.watch.stacks is its node side) and the smoke test's verdicts (`verdicts`).
 
-`progress` says on stderr what hpcjax is doing while it waits; `interrupts` keeps a cancel that a
-Ctrl-C started from being stopped halfway by the next one.
+`interrupts` keeps a cancel that a Ctrl-C started from being stopped halfway by the next one. What
+hpcjax says while it waits goes through hpcjax.values.voice, as every word to the user does.
 """

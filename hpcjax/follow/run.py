@@ -23,7 +23,7 @@ from hpcjax.hosts.ssh import ConnectionLost
 from hpcjax.catalog import keep as runs
 from hpcjax.protocol.contract import FINISHED_STATES
 from hpcjax.follow.outcome import Outcome
-from hpcjax.follow.progress import say
+from hpcjax.values.voice import say
 from hpcjax.follow.ranklogs import RankLogs
 
 STILL_EVERY_S = 30.0  # while nothing changes, say so this often

@@ -106,7 +106,7 @@ class Cluster:
         """What a job record keeps: which cluster, and where its files are. Never how to reach
         it (ssh options) nor what to run there (python): a record may be written by others
         (the cluster's records directory), and those come from the user's own configuration
-        only (job.profiles.cluster_from_record)."""
+        only (job.clusters.cluster_from_record)."""
         return {"destination": self.destination, "remote_dir": self.remote_dir, "profile": self.profile,
                 "profile_file": self.profile_file}
 

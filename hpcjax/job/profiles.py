@@ -26,14 +26,13 @@ from pathlib import Path
 
 from hpcjax.containers import table as runtime_table
 from hpcjax.values.errors import ConfigError, UsageError
-from hpcjax.hosts.cluster import DEFAULT_REMOTE_DIR, Cluster
+from hpcjax.hosts.cluster import DEFAULT_REMOTE_DIR
 from hpcjax.hosts.ssh import check_destination
 from hpcjax.job.spec import Container, JobSpec, Layout
 from hpcjax.job.walltime import UNLIMITED
 from hpcjax.values.validate import read_text
 
 PROFILES_ENV = "HPCJAX_PROFILES"
-CLUSTER_ENV = "HPCJAX_CLUSTER"  # the cluster (a profile or an SSH destination) when none is named
 # Where the cluster is, when hpcjax runs elsewhere (a laptop): its login node as an SSH
 # destination, the directory there that holds what hpcjax ships, the Python of its nodes.
 CLUSTER_KEYS = ("host", "remote_dir", "ssh_options", "python", "ship_limit_mb")
@@ -72,13 +71,35 @@ def default_path(environ=os.environ) -> Path:
     return Path(base) / "hpcjax" / "profiles.toml"
 
 
+# The files read in this process, as they were when read: a submission asks for its profile, its
+# cluster and its defaults, which read the same file up to three times (issue 64).
+_READ: dict[tuple, tuple[Path, dict[str, dict]]] = {}
+
+
 def load(path: str | Path | None = None) -> tuple[Path, dict[str, dict]]:
-    """The profiles of a file, checked: known keys of the right types, no cycles."""
+    """The profiles of a file, checked: known keys of the right types, no cycles. Read once per
+    process while the file is unchanged (its size and modification time)."""
     path = Path(path).expanduser() if path else default_path()
     if not path.is_file():
         raise ConfigError(f"no profile file at {path}",
                           f"write one (see profiles/examples.toml in hpcjax's repository), point "
                           f"{PROFILES_ENV} at it, or pass --profile-file")
+    try:
+        seen = path.stat()
+        key = (str(path.resolve()), seen.st_mtime_ns, seen.st_size)
+    except OSError:
+        key = None  # read_text says what is wrong with it
+    if key not in _READ:
+        loaded = _read(path)
+        if key is None:
+            return loaded
+        _READ[key] = loaded
+    import copy  # a caller's change to what it was given never reaches the next caller
+
+    return _READ[key][0], copy.deepcopy(_READ[key][1])
+
+
+def _read(path: Path) -> tuple[Path, dict[str, dict]]:
     import tomllib  # only when a profile file is read
 
     try:
@@ -231,79 +252,6 @@ def values_of(spec: JobSpec) -> dict:
               "sbatch": list(spec.sbatch_lines), "prologue": list(spec.prologue), "epilogue": list(spec.epilogue),
               "exclude": list(spec.exclude)}
     return {k: v for k, v in values.items() if v is not None}
-
-
-def cluster_of(values: dict, destination: str | None = None, profile: str | None = None,
-               profile_file: str | Path | None = None) -> Cluster | None:
-    """The cluster a profile's values name (or `destination`, with the profile's other cluster
-    keys); None: this machine. `profile`: the profile the values came from, in `profile_file`."""
-    destination = destination or values.get("host")
-    if not destination:
-        return None
-    named = profile if values.get("host") == destination else None
-    return Cluster(destination, remote_dir=values.get("remote_dir", DEFAULT_REMOTE_DIR),
-                   ssh_options=tuple(values.get("ssh_options", ())), python=values.get("python", "python3"),
-                   profile=named, profile_file=str(profile_file) if named and profile_file else None)
-
-
-def cluster_named(name: str | None, values: dict | None = None, profile_file: str | Path | None = None,
-                  *, what: str = "--cluster", environ=os.environ, profile: str | None = None) -> Cluster | None:
-    """The cluster `name` means (the command line's --cluster, the API's cluster=; when None,
-    $HPCJAX_CLUSTER): a profile of the profiles file that names a host, else an SSH
-    destination; the profile's other cluster keys (remote_dir, ssh_options, python) come
-    along over `values`' (those of the job's profile, `profile`). Without a name: the cluster
-    `values` name (a profile's host), or None for this machine."""
-    values = dict(values or {})
-    if name is not None and not name.strip():
-        raise UsageError(f"{what} {name!r} names no cluster",
-                         f"give a profile that names a host, or an SSH destination (user@login.example.org); "
-                         f"leave {what} out to run on this machine")
-    if not name and not values.get("host"):
-        name, what = environ.get(CLUSTER_ENV) or None, CLUSTER_ENV
-    if name:
-        named = _profile_named(name, profile_file)
-        if named is not None:
-            if not named.get("host"):
-                raise ConfigError(f"{what} {name}: the profile {name!r} names no host",
-                                  f'add host = "user@login.example.org" to [profiles.{name}], or give an SSH '
-                                  f"destination to {what}")
-            values = {**values, **{k: v for k, v in named.items() if k in CLUSTER_KEYS}}
-            name, profile = None, name
-    return cluster_of(values, name, profile, Path(profile_file).expanduser().resolve() if profile_file else None)
-
-
-def cluster_from_record(fields: dict | None, profile_file: str | Path | None = None) -> Cluster | None:
-    """The cluster a job record names, reached as the user's own configuration says: through
-    the profile it was named by (when that still names the same host), else as the bare SSH
-    destination (~/.ssh/config applies). A record names a cluster, never how to reach it: its
-    ssh options or Python, if an old or a hostile one holds them, are never used."""
-    fields = fields if isinstance(fields, dict) else {}
-    destination = fields.get("destination")
-    if not destination:
-        return None
-    if fields.get("profile"):
-        try:
-            kept_file = fields.get("profile_file") if isinstance(fields.get("profile_file"), str) else None
-            cluster = cluster_named(str(fields["profile"]), profile_file=profile_file or kept_file)
-        except (ConfigError, UsageError):  # the profile is gone or changed: the destination alone
-            cluster = None
-        if cluster is not None and cluster.destination == destination:
-            return cluster
-    remote_dir = fields.get("remote_dir") if isinstance(fields.get("remote_dir"), str) else DEFAULT_REMOTE_DIR
-    return Cluster(destination, remote_dir=remote_dir)
-
-
-def _profile_named(name: str, profile_file: str | Path | None) -> dict | None:
-    """The profile `name` of the profiles file, or None when it is not one (an SSH destination)."""
-    if "@" in name:
-        return None
-    try:
-        path, found = load(profile_file)
-    except ConfigError:
-        if profile_file:
-            raise
-        return None  # no profiles file: the name is an SSH destination
-    return resolve(name, path)[0] if name in found else None
 
 
 def job_spec(command, *, profile: str | None = None, profile_file: str | Path | None = None, **options):

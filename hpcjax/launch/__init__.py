@@ -20,6 +20,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from hpcjax import backends
+from hpcjax.values.voice import say
 
 
 def submission(spec, backend: str | None = backends.AUTO, cluster=None, *, after=None, announce=None,
@@ -50,7 +51,6 @@ def avoiding_failed_nodes(spec, cluster):
     """The spec with the nodes a preflight failed within its `avoid_failed_hours` excluded (said on
     stderr, each with when and what): a site's profile keeps later jobs off a node until it is fixed."""
     import dataclasses
-    import sys
 
     from hpcjax.catalog.keep import recently_failed
 
@@ -60,8 +60,8 @@ def avoiding_failed_nodes(spec, cluster):
     new = [node for node in sorted(found) if node not in spec.exclude]
     for node in new:
         row = found[node]
-        print(f"leaving out {node}: it failed a preflight of job {row['job_id']} at {row['at']} "
-              f"(avoid_failed_hours = {spec.avoid_failed_hours})", file=sys.stderr)
+        say(f"leaving out {node}: it failed a preflight of job {row['job_id']} at {row['at']} "
+            f"(avoid_failed_hours = {spec.avoid_failed_hours})")
     return dataclasses.replace(spec, exclude=spec.exclude + tuple(new)) if new else spec
 
 

@@ -23,7 +23,7 @@ from hpcjax import __version__
 from hpcjax.catalog.records import RECORDS_THERE
 from hpcjax.containers import binds
 from hpcjax.values.errors import HpcjaxError
-from hpcjax.follow.progress import say
+from hpcjax.values.voice import say
 from hpcjax.hosts import ship
 from hpcjax.job.spec import JobSpec
 from hpcjax.values.validate import make_directory

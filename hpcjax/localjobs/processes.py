@@ -27,7 +27,7 @@ from hpcjax.catalog import keep, records
 from hpcjax.values.errors import HpcjaxError
 from hpcjax.follow.outcome import Outcome, TaskEvent, analyze
 from hpcjax.protocol.statuses import exit_words
-from hpcjax.follow.progress import say
+from hpcjax.values.voice import say
 from hpcjax.follow.run import Run
 from hpcjax.hosts import here
 from hpcjax.job.spec import JobSpec

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import re
-import sys
 import time
 
 from hpcjax.values.errors import HpcjaxError, SlurmNotFound
@@ -21,6 +20,7 @@ from hpcjax.slurm import commands, versions
 from hpcjax.slurm.status import JobStatus, Watcher
 from hpcjax.values import jobid
 from hpcjax.values.nodelist import HostlistError, expand_hostlist
+from hpcjax.values.voice import say
 
 # Read-only queries that may be retried: a controller busy with a burst of RPCs
 # sometimes fails one with no message; following a job must not end on that.
@@ -147,9 +147,9 @@ class Slurm:
             if not self.told_no_accounting:
                 self.told_no_accounting = True
                 said = err.message.strip().splitlines()[-1].split("error: ")[-1]  # sacct's last word
-                print(f"warning: SLURM accounting is unavailable ({said}); following the job through the "
-                      "controller (squeue, scontrol), which forgets a job MinJobAge after it ends: finished jobs "
-                      "older than that cannot be looked up, and steps are not listed", file=sys.stderr, flush=True)
+                say(f"warning: SLURM accounting is unavailable ({said}); following the job through the "
+                    "controller (squeue, scontrol), which forgets a job MinJobAge after it ends: finished jobs "
+                    "older than that cannot be looked up, and steps are not listed")
             return None
         return [dict(zip(commands.ACCOUNTING_FIELDS, line.split("|"))) for line in text.splitlines() if line]
 
@@ -232,7 +232,7 @@ class Slurm:
             except HpcjaxError:
                 self._version = (None,)
             if versions.too_old(self._version[0]):
-                print(f"hpcjax: {versions.too_old(self._version[0])}", file=sys.stderr)
+                say(f"hpcjax: {versions.too_old(self._version[0])}")
         return self._version[0]
 
     def has(self, command: str, option: str) -> bool:

@@ -15,7 +15,7 @@ from hpcjax.values.errors import HpcjaxError, SpecError, UsageError
 from hpcjax.follow.outcome import Finding, Outcome
 from hpcjax.follow.run import Run
 from hpcjax.hosts.cluster import Cluster
-from hpcjax.job import profiles
+from hpcjax.job import clusters
 from hpcjax.slurm import controller as slurmctl, holds
 from hpcjax.slurm.job import SlurmRun
 from hpcjax.slurm.status import JobStatus
@@ -42,7 +42,7 @@ class InHoldRun(SlurmRun):
             raise UsageError(f"no record of job {job_id} here: it ran inside a held allocation, which only the "
                              "machine that queued it knows", "ask on that machine, or follow the hold's own job "
                              f"{jobid.base(job_id)}")
-        cluster = cluster or profiles.cluster_from_record(record.get("cluster"))
+        cluster = cluster or clusters.cluster_from_record(record.get("cluster"))
         run = cls(job_id, record["output_dir"], Layout.from_dict(record.get("layout", {})).num_processes, cluster,
                   record.get("hold_name", ""), record["hold_spool"])
         run.run_dir = record.get("run_dir")
@@ -211,7 +211,7 @@ def check_own_options(spec, hold: holds.Hold, fields: dict) -> None:
 
 def queue(sub) -> tuple[InHoldRun, dict]:
     """Queue the job in its hold: its Run, and what its record keeps of the hold."""
-    from hpcjax.follow.progress import say
+    from hpcjax.values.voice import say
     from hpcjax.slurm.script import render_sbatch
 
     hold = the_hold(sub)

@@ -16,7 +16,7 @@ from hpcjax.values.errors import SubmitError
 from hpcjax.follow.outcome import Outcome, analyze, last_attempt, preflight_failed, srun_events, tail_lines
 from hpcjax.follow.run import Run
 from hpcjax.hosts.cluster import Cluster
-from hpcjax.job import profiles
+from hpcjax.job import clusters
 from hpcjax.slurm import commands, controller as slurmctl, reasons
 from hpcjax.slurm.status import CANCELLED_PENDING, JobStatus
 
@@ -56,7 +56,7 @@ class SlurmRun(Run):
         """A job submitted earlier: by hpcjax (its record says where the logs are) or with
         plain sbatch (the default log directory under the job's working directory)."""
         if record:  # the cluster the user named wins; else the user's own way to the one the record names
-            cluster = cluster or profiles.cluster_from_record(record.get("cluster"))
+            cluster = cluster or clusters.cluster_from_record(record.get("cluster"))
             run = cls(job_id, record["output_dir"], Layout.from_dict(record.get("layout", {})).num_processes,
                       cluster)
             run.run_dir = record.get("run_dir")

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import sys
 
 import jax
 
@@ -32,11 +31,12 @@ from hpcjax.train.step import StepProgram, build_program, learning_rate, node_of
 from hpcjax.train.stop import StepProgress, StopRequest
 from hpcjax.train.warm import compiled_program
 from hpcjax.protocol.placement import node_name
+from hpcjax.values.voice import say
 
 
 def say_on_process_0(text: str) -> None:
     if jax.process_index() == 0:
-        print(text, file=sys.stderr, flush=True)
+        say(text)
 
 
 def train(cfg: TrainConfig) -> dict:

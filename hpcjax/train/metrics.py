@@ -7,7 +7,6 @@ and a progress line on stderr, all on process 0 only.
 from __future__ import annotations
 
 import json
-import sys
 import time
 from pathlib import Path
 
@@ -15,6 +14,7 @@ import jax
 
 from hpcjax.train.scalars import Scalars
 from hpcjax.train.stage import Stage
+from hpcjax.values.voice import say
 
 # metrics.jsonl's names -> TensorBoard's tags (grouped into sections by the prefix)
 TAGS = {"loss": "train/loss", "grad_norm": "train/grad_norm", "learning_rate": "train/learning_rate",
@@ -67,10 +67,10 @@ class RecordWriter(Stage):
         self.file.flush()
         self.scalars.add(step, record)
         if step % self.log_every == 0 or step == self.total_steps - 1:
-            print(f"step {step + 1}/{self.total_steps}  loss {record['loss']:.4f}  "
-                  f"gnorm {record['grad_norm']:.3f}  lr {learning_rate:.2e}  {seconds * 1000:.1f} ms/step  "
-                  f"{record['tokens_per_s'] / 1000:.1f}k tok/s  mfu {100 * record['mfu']:.3f}%"
-                  + (f"  {self.slow}" if self.slow else ""), file=sys.stderr, flush=True)
+            say(f"step {step + 1}/{self.total_steps}  loss {record['loss']:.4f}  "
+                f"gnorm {record['grad_norm']:.3f}  lr {learning_rate:.2e}  {seconds * 1000:.1f} ms/step  "
+                f"{record['tokens_per_s'] / 1000:.1f}k tok/s  mfu {100 * record['mfu']:.3f}%"
+                + (f"  {self.slow}" if self.slow else ""))
 
     def pace(self, record: dict | None) -> None:
         """A window's record of who waited for whom (train.pace), on process 0."""

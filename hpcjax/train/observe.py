@@ -8,7 +8,6 @@ execution are timed apart; it is the only step the host waits for on purpose.
 
 from __future__ import annotations
 
-import sys
 import time
 from pathlib import Path
 
@@ -17,6 +16,7 @@ import jax
 from hpcjax.rank.start import runtime
 from hpcjax.protocol.rundir import RunDir
 from hpcjax.train.stage import Stage
+from hpcjax.values.voice import say
 
 
 class StartClock:
@@ -92,9 +92,9 @@ class StepProfiler(Stage):
             jax.block_until_ready(metrics)  # the traced steps' device work belongs in the trace
             jax.profiler.stop_trace()
             self.tracing = False
-            print(f"hpcjax: process {jax.process_index()}: profile of steps {self.first}..{self.last} in "
-                  f"{self.directory}; open it with `tensorboard --logdir {self.directory}` (profile tab) or "
-                  f"load the .xplane.pb into https://ui.perfetto.dev", file=sys.stderr, flush=True)
+            say(f"hpcjax: process {jax.process_index()}: profile of steps {self.first}..{self.last} in "
+                f"{self.directory}; open it with `tensorboard --logdir {self.directory}` (profile tab) or "
+                f"load the .xplane.pb into https://ui.perfetto.dev")
 
     def close(self) -> None:
         if self.tracing:  # the run stopped inside the range: keep what was traced

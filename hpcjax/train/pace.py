@@ -23,7 +23,6 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import sys
 import tempfile
 import time
 from dataclasses import dataclass
@@ -33,6 +32,7 @@ import jax
 
 from hpcjax.train.config import PACE_STEPS
 from hpcjax.train.stage import Stage
+from hpcjax.values.voice import say
 
 SLOW_SHARE = 0.15   # the others wait at least this share of each step for the slow rank
 STREAK = 3          # captures in a row a rank must wait least in before it is named
@@ -231,8 +231,7 @@ class PaceMeter(Stage):
         errors = sorted({r["error"] for r in ranks if "error" in r})
         if errors:
             if set(errors) - self.said:  # each reason once, not every interval
-                print(f"hpcjax: which rank is slow is unknown after step {step}: {'; '.join(errors)}",
-                      file=sys.stderr, flush=True)
+                say(f"hpcjax: which rank is slow is unknown after step {step}: {'; '.join(errors)}")
                 self.said |= set(errors)
             return
         shares = [r["collective_s"] / r["traced_s"] for r in ranks]

@@ -11,10 +11,10 @@ without scalars; its JSON lines stay the record either way.
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 from hpcjax.protocol.rundir import RunDir
+from hpcjax.values.voice import say
 
 
 
@@ -31,8 +31,7 @@ class Scalars:
         try:
             from tensorboardX import SummaryWriter
         except ImportError:
-            print("TensorBoard scalars off: tensorboardX is not installed here (the JSON lines have every step)",
-                  file=sys.stderr, flush=True)
+            say("TensorBoard scalars off: tensorboardX is not installed here (the JSON lines have every step)")
             return
         self.writer = SummaryWriter(str(RunDir(run_dir).tensorboard), purge_step=self.start_step or None,
                                     flush_secs=10)

@@ -12,7 +12,7 @@ from hpcjax import launch
 from hpcjax.catalog import records
 from hpcjax.values.errors import UsageError
 from hpcjax.hosts.cluster import Cluster
-from hpcjax.job import profiles
+from hpcjax.job import clusters
 
 HOSTILE = {"destination": "login.example.org", "remote_dir": "$HOME/hpcjax",
            "ssh_options": ["-oProxyCommand=touch /tmp/pwned-by-a-record"], "python": "/tmp/evil-python"}
@@ -66,13 +66,13 @@ def test_what_a_record_keeps_of_a_cluster_is_its_name_and_place_not_how_to_reach
 def test_a_cluster_named_through_a_profile_remembers_the_profile(tmp_path):
     profile_file = tmp_path / "profiles.toml"
     profile_file.write_text('[profiles.hpc]\nhost = "me@login"\n')
-    named = profiles.cluster_named("hpc", profile_file=profile_file)
+    named = clusters.cluster_named("hpc", profile_file=profile_file)
     assert (named.profile, named.profile_file) == ("hpc", str(profile_file.resolve()))
     # what the record keeps finds the same cluster again, from the same file
-    assert profiles.cluster_from_record(named.as_record()) == named
-    assert profiles.cluster_named("me@login", profile_file=profile_file).profile is None
+    assert clusters.cluster_from_record(named.as_record()) == named
+    assert clusters.cluster_named("me@login", profile_file=profile_file).profile is None
     with pytest.raises(UsageError, match="names no cluster"):
-        profiles.cluster_named("", profile_file=profile_file)
+        clusters.cluster_named("", profile_file=profile_file)
 
 
 def test_a_result_pickle_another_user_wrote_is_never_loaded(tmp_path):

@@ -20,10 +20,10 @@ import pytest
 COMMON = {"hpcjax", "hpcjax.values", "hpcjax.protocol", "hpcjax.cli", "hpcjax.cli.options", "hpcjax.protocol.contract", "hpcjax.protocol.envnames", "hpcjax.values.errors", "hpcjax.values.jobid",
           "hpcjax.protocol.timeouts", "hpcjax.values.validate", "hpcjax.values.shellword", "hpcjax.job", "hpcjax.job.spec",
           "hpcjax.job.extras", "hpcjax.job.after", "hpcjax.job.envvars", "hpcjax.job.walltime", "hpcjax.containers",
-          "hpcjax.containers.binds",
+          "hpcjax.containers.binds", "hpcjax.values.voice",
           "hpcjax.containers.table",
           "hpcjax.hosts", "hpcjax.hosts.files", "hpcjax.hosts.here", "hpcjax.hosts.ssh"}
-FOLLOW = {"hpcjax.follow", "hpcjax.follow.progress", "hpcjax.follow.hangs", "hpcjax.follow.outcome", "hpcjax.follow.ranklogs",
+FOLLOW = {"hpcjax.follow", "hpcjax.values.voice", "hpcjax.follow.hangs", "hpcjax.follow.outcome", "hpcjax.follow.ranklogs",
           "hpcjax.follow.run", "hpcjax.follow.stacks", "hpcjax.follow.triage", "hpcjax.values.jsonlines", "hpcjax.protocol.rundir",
           "hpcjax.values.nodelist", "hpcjax.protocol.hangblame", "hpcjax.protocol.stackgroups",
           "hpcjax.protocol.statuses"}
@@ -31,10 +31,10 @@ CATALOG = {"hpcjax.catalog", "hpcjax.catalog.db", "hpcjax.catalog.keep", "hpcjax
 LOCAL = {"hpcjax.backends", "hpcjax.backends.local", "hpcjax.localjobs", "hpcjax.localjobs.chains",
          "hpcjax.localjobs.environment", "hpcjax.localjobs.processes", "hpcjax.localjobs.queue",
          "hpcjax.protocol.placement"}
-JOB_VERBS = {"hpcjax.cli.jobs", "hpcjax.cli.kinds", "hpcjax.cli.outputs", "hpcjax.job.profiles",
+JOB_VERBS = {"hpcjax.cli.jobs", "hpcjax.cli.following", "hpcjax.job.clusters", "hpcjax.cli.kinds", "hpcjax.cli.outputs", "hpcjax.job.profiles",
              "hpcjax.hosts.cluster", "hpcjax.launch"}
 ALLOWED = {
-    "render": COMMON | {"hpcjax.cli.jobs", "hpcjax.cli.kinds", "hpcjax.cli.outputs", "hpcjax.job.profiles",
+    "render": COMMON | {"hpcjax.cli.jobs", "hpcjax.cli.following", "hpcjax.job.clusters", "hpcjax.cli.kinds", "hpcjax.cli.outputs", "hpcjax.job.profiles",
                         "hpcjax.job.sweeps", "hpcjax.hosts.cluster", "hpcjax.slurm", "hpcjax.slurm.script",
                         "hpcjax.protocol.scriptnames",
                         "hpcjax.protocol.statuses"},

@@ -17,7 +17,7 @@ import hpcjax
 from hpcjax.values import jsonlines
 from hpcjax.catalog import records
 from hpcjax.values.errors import HpcjaxError
-from hpcjax.job import profiles
+from hpcjax.job import clusters, profiles
 from hpcjax.job.after import parse_after
 
 from test_bad_input import cli
@@ -77,7 +77,7 @@ def test_a_profiles_cluster_keys_give_a_cluster_or_a_refusal(tmp_path_factory, f
     lines = "\n".join(f"{k} = {json.dumps(v)}" for k, v in fields.items())
     path.write_text(f"[profiles.site]\n{lines}\n")
     try:
-        cluster = profiles.cluster_named("site", profile_file=path)
+        cluster = clusters.cluster_named("site", profile_file=path)
     except HpcjaxError as error:
         assert error.hint
         return
@@ -100,7 +100,7 @@ def test_a_record_of_any_shape_is_refused_or_names_a_cluster_reached_only_the_us
     if parsed is None:
         return
     try:
-        found = profiles.cluster_from_record(parsed.get("cluster"), profile_file="/nonexistent/profiles.toml")
+        found = clusters.cluster_from_record(parsed.get("cluster"), profile_file="/nonexistent/profiles.toml")
     except HpcjaxError:
         return
     if found is not None:  # whatever the record said of ssh options or a Python

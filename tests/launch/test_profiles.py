@@ -237,3 +237,23 @@ def test_the_ibex_profile_runs_the_checks_on_the_dev_cluster(tmp_path, slurm_clu
     assert f"JobId={job}" in batch  # the profile's prologue: scontrol show job
     logs = run_hpcjax("logs", job, cwd=tmp_path).stdout
     assert logs.count('"check": "allreduce"') == 4 and '"ok": false' not in logs
+
+
+def test_the_profiles_file_is_read_once_per_process_until_it_changes(tmp_path, monkeypatch):
+    """A submission with --cluster PROFILE read the file three times (its profile, its cluster, the
+    spec's defaults: issue 64); now once, and again only when the file changed."""
+    from hpcjax.job import clusters, profiles
+
+    path = tmp_path / "profiles.toml"
+    path.write_text(FILE + '\n[profiles.far]\nhost = "me@login.example.org"\n')
+    reads = []
+    real = profiles._read
+    monkeypatch.setattr(profiles, "_read", lambda p: reads.append(p) or real(p))
+    values, _ = resolve("child", path)
+    values["modules"].append("mutated by a caller")
+    assert clusters.cluster_named("far", values, path).destination == "me@login.example.org"
+    assert job_spec(["true"], profile="child", profile_file=path).modules == ("dl", "cuda")
+    assert len(reads) == 1
+    path.write_text(FILE.replace('partition = "debug"', 'partition = "short"'))
+    assert resolve("child", path)[0]["partition"] == "short"
+    assert len(reads) == 2

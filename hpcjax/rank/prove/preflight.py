@@ -19,7 +19,6 @@ import functools
 import json
 import os
 import shutil
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -30,6 +29,7 @@ from hpcjax.protocol import contract, placement
 from hpcjax.rank.prove import gpuhealth
 from hpcjax.rank.prove.pairs import check_pairs, process_nodes, timed
 from hpcjax.protocol.preflight_rules import Floors, verdict
+from hpcjax.values.voice import say
 
 KEY = "hpcjax/preflight"
 # Per device: a message for the all-reduces, the side of the matmul. A GPU's figures need
@@ -108,10 +108,9 @@ def run(denv, floors: Floors, directory: str | None = None, spares: int = 0) -> 
         passed = result["passed"]
     else:
         passed = json.loads(client.blocking_key_value_get(f"{KEY}/verdict", timeout_ms))["passed"]
-    print(f"preflight: rank {mine['rank']} on {node}: {mine['devices']} device(s), matmul "
-          f"{min(mine['gflops'], default=0):.1f} GFLOP/s (slowest device)"
-          + (f", all-reduce inside the node {mine['in_node_busbw']:.3f} GB/s" if mine["in_node_busbw"] else ""),
-          file=sys.stderr, flush=True)
+    say(f"preflight: rank {mine['rank']} on {node}: {mine['devices']} device(s), matmul "
+        f"{min(mine['gflops'], default=0):.1f} GFLOP/s (slowest device)"
+        + (f", all-reduce inside the node {mine['in_node_busbw']:.3f} GB/s" if mine["in_node_busbw"] else ""))
     return 0 if passed else contract.PREFLIGHT_EXIT
 
 

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import errno
 import socket
-import sys
 import threading
 import time
 from contextlib import contextmanager
 
 from hpcjax.values.errors import HpcjaxError
 from hpcjax.values.nodelist import ranges
+from hpcjax.values.voice import say
 
 GO = b"go\n"
 ABORT = b"no "  # followed by process 0's reason and a newline
@@ -161,9 +161,8 @@ def check_in(host: str, port: int, process_id: int, timeout_s: float) -> None:
         if last_error is not None and time.monotonic() - started >= quiet_s and (
                 last_said is None or time.monotonic() - last_said >= SAY_EVERY_S):
             last_said = time.monotonic()
-            print(f"hpcjax: process {process_id}: cannot reach the coordinator at {host}:{port} yet: "
-                  f"{why(last_error)}; still trying ({last_said - started:.0f} of {timeout_s:.0f} s)",
-                  file=sys.stderr, flush=True)
+            say(f"hpcjax: process {process_id}: cannot reach the coordinator at {host}:{port} yet: "
+                f"{why(last_error)}; still trying ({last_said - started:.0f} of {timeout_s:.0f} s)")
         try:
             with socket.create_connection((host, port), timeout=min(5.0, timeout_s)) as conn:
                 conn.sendall(f"{process_id}\n".encode())

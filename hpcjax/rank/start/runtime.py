@@ -28,6 +28,7 @@ from hpcjax.rank.cache import compile_cache
 from hpcjax.rank.watch import exitguard
 from hpcjax.rank.start.mapping import DistributedEnv, resolve
 from hpcjax.rank.start.rendezvous import RendezvousError, roll_call
+from hpcjax.values.voice import say
 
 CUDA_PLUGINS = ("jax_cuda12_plugin", "jax_cuda13_plugin")
 PROXY_VARS = ("http_proxy", "https_proxy", "all_proxy", "grpc_proxy")
@@ -162,7 +163,7 @@ def _initialize(denv: DistributedEnv | None, timeout_s: int | None) -> Distribut
         if denv.is_distributed:
             jax.config.update("jax_cpu_collectives_implementation", "gloo")
     compile_cache.enable_from_environment()
-    print(describe(denv), file=sys.stderr, flush=True)
+    say(describe(denv))
     if not denv.is_distributed:
         return denv
     # JAX's preemption service catches SIGTERM, so a rank that srun asks to stop

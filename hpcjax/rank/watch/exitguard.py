@@ -53,6 +53,7 @@ import threading
 from hpcjax.protocol import contract
 from hpcjax.rank.watch import hangwatch
 from hpcjax.protocol.timeouts import HangSettings, exit_guard_on
+from hpcjax.values.voice import say
 
 BARRIER = "hpcjax/exit"
 DRAIN = "hpcjax/exit-drain"
@@ -174,4 +175,4 @@ def _first_line(error: BaseException) -> str:
 
 
 def _say(process_id, text: str) -> None:
-    print(f"hpcjax: process {process_id}: {text}", file=sys.stderr, flush=True)
+    say(f"hpcjax: process {process_id}: {text}")

@@ -35,6 +35,7 @@ from pathlib import Path
 
 from hpcjax.protocol import contract, hangblame, placement
 from hpcjax.protocol.timeouts import GRACE_S, HangSettings
+from hpcjax.values.voice import say
 
 
 def thread_stacks(skip: int | None = None) -> list[dict]:
@@ -153,12 +154,11 @@ class Watch:
             said = (f"hpcjax: process {self.rank} on {self.host}: another rank saw the job hang; here the last "
                     f"progress was step {step}, {idle:.0f} s ago. The stacks of every thread:")
         threads = thread_stacks(skip=threading.get_ident())
-        print(said, file=sys.stderr)
+        say(said)
         for thread in threads:
-            print(f"Thread {thread['thread_name']} (most recent call first):", file=sys.stderr)
+            say(f"Thread {thread['thread_name']} (most recent call first):")
             for frame in thread["frames"]:
-                print(f'  File "{frame["filename"]}", line {frame["line"]} in {frame["name"]}', file=sys.stderr)
-        sys.stderr.flush()
+                say(f'  File "{frame["filename"]}", line {frame["line"]} in {frame["name"]}')
         self._write_state(idle, seen_here, threads)
         if self.log_dir is None:
             os._exit(contract.STUCK_EXIT_CODE)
@@ -200,7 +200,7 @@ class Watch:
             partial.write_text(json.dumps(state) + "\n")
             os.replace(partial, path)
         except OSError as error:
-            print(f"hpcjax: process {self.rank}: could not write {path}: {error}", file=sys.stderr, flush=True)
+            say(f"hpcjax: process {self.rank}: could not write {path}: {error}")
 
     def _write_blame(self) -> None:
         """The held rank(s)' nodes, for the batch script's record of the attempt (contract.HANG_NODES),
@@ -214,7 +214,7 @@ class Watch:
             partial.write_text(",".join(nodes) + "\n")
             os.replace(partial, path)
         except OSError as error:
-            print(f"hpcjax: process {self.rank}: could not write {path}: {error}", file=sys.stderr, flush=True)
+            say(f"hpcjax: process {self.rank}: could not write {path}: {error}")
 
     def _everyone_wrote(self) -> bool:
         return all(self._path(contract.RANK_HANG, rank).exists() for rank in range(self.ranks))

@@ -29,6 +29,7 @@ from pathlib import Path
 
 from hpcjax.protocol import contract, placement
 from hpcjax.values import jsonlines
+from hpcjax.values.voice import say
 
 PY_SPY_ENV = "HPCJAX_PY_SPY"  # the py-spy binary, when it is not on PATH nor beside this Python
 PTRACE_HINT = ("py-spy reads a process with ptrace: run `hpcjax stacks` as the job's user; where "
@@ -129,7 +130,7 @@ def node_stacks(job_id: str, own_step: str | None, native: bool = False) -> list
 
 def main(argv: list[str]) -> int:
     if not argv or not argv[0]:
-        print("usage: python -m hpcjax.rank.watch.stacks JOBID [--native]", file=sys.stderr)
+        say("usage: python -m hpcjax.rank.watch.stacks JOBID [--native]")
         return 2
     own_step = os.environ.get("SLURM_STEP_ID") if os.environ.get("SLURM_JOB_ID") == argv[0] else None
     sender = re.sub(r"[^A-Za-z0-9_.:-]", "_", placement.node_name())

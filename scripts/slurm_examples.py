@@ -1,6 +1,7 @@
-"""The example scripts in slurm/: seed 002's layouts, rendered from the templates.
+"""The example scripts in slurm/: seed 002's layouts, rendered from the templates. A developer's
+tool, not part of the package (issue 64): users render their own with `hpcjax render`.
 
-Regenerate them with:  python -m hpcjax.slurm.examples slurm
+Regenerate them with:  python scripts/slurm_examples.py slurm
 A test fails, printing the diff and this command, when they are stale.
 """
 
@@ -12,7 +13,7 @@ from pathlib import Path
 from hpcjax.slurm.script import render_sbatch
 from hpcjax.job.spec import Container, JobSpec, Layout
 
-REGENERATE = "python -m hpcjax.slurm.examples slurm"
+REGENERATE = "python scripts/slurm_examples.py slurm"
 # As on seed 002's cluster: the site's JAX container comes from a module that sets $JAX_IMAGE.
 _SITE = dict(time="00:05:00", cpus_per_task=4, constraint="a100",
              modules=("dl", "jax/23.10-sif"),
@@ -67,7 +68,7 @@ def main(argv: list[str]) -> int:
     out.mkdir(parents=True, exist_ok=True)
     for name, text in rendered_examples().items():
         (out / name).write_text(text)
-        print(out / name, file=sys.stderr)
+        print(out / name)
     return 0
 
 
