@@ -87,12 +87,16 @@ class Call:
         return f"<hpcjax call {self.call_dir.name}[{self.element}], job {self.run.job_id}: {self.run.state()}>"
 
 
-def prepare(calls_root: Path, function, arguments: list[tuple[tuple, dict]], session: dict | None = None,
+def new_call_name() -> str:
+    """A call folder's name, chosen before anything is written (the call's handle names it)."""
+    return f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:8]}"
+
+
+def prepare(call_dir: Path, function, arguments: list[tuple[tuple, dict]], session: dict | None = None,
             sys_path: list[str] | None = None) -> Path:
-    """The call folder: the caller's import path (this process's, unless given), and one
-    pickled call per element."""
+    """The call folder `call_dir` (new): the caller's import path (this process's, unless given),
+    and one pickled call per element."""
     pickles = pickled(function, arguments)  # before anything is written: none is left half made
-    call_dir = calls_root / f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:8]}"
     call_dir.mkdir(parents=True)
     if sys_path is None:
         sys_path = [os.path.abspath(p or ".") for p in sys.path]

@@ -42,16 +42,20 @@ def target_cluster(scaling: ScalingConfig, backend: str | None):
 
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True)
 class CallStage:
     """The call's part of the stage step: its folder, where the job reads it, and the worker's command."""
 
     function: object
     arguments: list  # [(args, kwargs)], Data still in them
     session: dict | None
-    storage: Path | PurePosixPath
+    storage: Path | PurePosixPath  # a PurePosixPath: the cluster's
     element: str  # the worker's element argument: a number, or "array"
-    call_dir: Path | PurePosixPath | None = None
+    name: str = dataclasses.field(default_factory=calls.new_call_name)  # its folder's, chosen before any is made
+
+    @property
+    def call_dir(self) -> Path | PurePosixPath:
+        return self.storage / "calls" / self.name
 
     def check(self) -> None:
         """The check step's part: the function and every element's arguments pickle."""
@@ -74,11 +78,11 @@ class CallStage:
 
     def write(self, sub, home: str | None):
         """Here (home None) in the storage directory; there, staged in a temporary directory and sent.
-        The submission with the worker's command (a new value); the folder is kept as call_dir."""
+        The submission with the worker's command (a new value); the folder is call_dir."""
         bound_there = sub.bound_there
         if home is None:
             mapped = [calls.unwrap_data((a, k), [], lambda d: d.path) for a, k in self.arguments]
-            self.call_dir = calls.prepare(Path(self.storage) / "calls", self.function, mapped, self.session)
+            calls.prepare(Path(self.call_dir), self.function, mapped, self.session)
             if sub.spec.container.in_container:
                 calls.stage_dependencies(self.call_dir)
             bound = [str(self.storage)] + [path for path, _ in sub.data]
@@ -86,8 +90,7 @@ class CallStage:
             there = dict(sub.data_there)
             mapped = [calls.unwrap_data((a, k), [], lambda d: d.path if d.on_cluster else there[d.path])
                       for a, k in self.arguments]
-            self.call_dir = ship_call(sub.cluster, PurePosixPath(self.storage) / "calls", self.function, mapped,
-                                      self.session, sub.tree)
+            ship_call(sub.cluster, PurePosixPath(self.call_dir), self.function, mapped, self.session, sub.tree)
             bound_there = (home, *[p for p, on_cluster in sub.data if on_cluster and not p.startswith(home + "/")])
             bound = []
         python = dataclasses.replace(sub.spec, cluster_python=sub.cluster.python if home else "").hpcjax_python()
@@ -114,7 +117,7 @@ def launch(function, arguments: list[tuple[tuple, dict]], scaling: ScalingConfig
     if array:
         fields.update(array=len(arguments), array_parallel=max_parallel)
     placeholder = [sys.executable, "-u", "-m", "hpcjax.api.worker", "CALL_DIR", element]  # the stage sets CALL_DIR
-    stage = CallStage(function, arguments, session, storage, element)
+    stage = CallStage(function, arguments, session, PurePosixPath(storage) if cluster else Path(storage), element)
     sub = submission(scaling.job(placeholder, **fields), backend or "auto", cluster,
                      limit_mb=scaling.ship_limit_mb, data=tuple((d.path, d.on_cluster) for d in found),
                      storage=(("storage", str(storage)),) if cluster is None else (), call=stage,
@@ -127,20 +130,17 @@ def launch(function, arguments: list[tuple[tuple, dict]], scaling: ScalingConfig
     return [calls.Call(stage.call_dir, i, run) for i, run in enumerate(runs)]
 
 
-def ship_call(cluster, calls_root: PurePosixPath, function, arguments, session: dict | None,
-              root: Path) -> PurePosixPath:
-    """The call folder, written here and sent whole; its path on the cluster. The ranks find
+def ship_call(cluster, target: PurePosixPath, function, arguments, session: dict | None, root: Path) -> None:
+    """The call folder, written here and sent whole to `target` on the cluster. The ranks find
     the caller's modules at the same places in the job's snapshot (relative import paths), and
     the worker's own dependencies beside the call."""
     staging = Path(tempfile.mkdtemp(prefix="hpcjax-call-"))
     try:
-        local = calls.prepare(staging, function, arguments, session, sys_path=tree_sys_path(root))
+        local = calls.prepare(staging / target.name, function, arguments, session, sys_path=tree_sys_path(root))
         calls.stage_dependencies(local)
-        target = calls_root / local.name
         ship.rsync(cluster.host(), "-rlt", f"{local}/", into=str(target), parent_made=True)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    return target
 
 
 def tree_sys_path(root: Path) -> list[str]:

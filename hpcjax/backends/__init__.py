@@ -61,16 +61,18 @@ class Backend:
         """Every refusal of this backend, before anything is written or submitted."""
 
     def render(self, sub) -> tuple[str, str]:
-        """What a dry run shows: (the text, the line that says what it is)."""
+        """The render step's: (what it runs, or for a backend that runs no script what it starts, as a
+        dry run shows it; the line that says what it is). Rendered once per submission: the submit
+        step finds it in `sub.script`."""
         raise NotImplementedError
 
-    def estimate(self, sub, script: str) -> str:
-        """A dry run's last word: when the scheduler would start the job, or its refusal (raised); ""
-        where there is no scheduler to ask."""
+    def estimate(self, sub) -> str:
+        """A dry run's last word: when the scheduler would start the job (`sub.script`), or its
+        refusal (raised); "" where there is no scheduler to ask."""
         return ""
 
     def submit(self, sub) -> list:
-        """Start the staged job; its Runs (one per array element), recorded and announced."""
+        """Start the staged, rendered job (`sub.script`); its Runs (one per array element), recorded."""
         raise NotImplementedError
 
     def attach(self, job_id: str, record: dict | None, cluster) -> object:

@@ -157,24 +157,24 @@ class SlurmBackend(Backend):
                                             "with this script:")
         return render_sbatch(sub.spec, hold=sub.hold), f"dry run: would submit {sub.spec.layout.described} with this script:"
 
-    def estimate(self, sub, script: str) -> str:
+    def estimate(self, sub) -> str:
         """sbatch --test-only of the very script (on stdin; nothing is submitted): what sbatch would
         refuse is refused here, with its hint, and SLURM's estimate of the start is said."""
         if sub.spec.on:
             return ""  # a job in a hold starts when the hold's agent reaches it
-        when, why = self._test_only(sub, script)
+        when, why = self._test_only(sub)
         if when is None:
             return f"SLURM's estimate: none ({why})"
         return f"SLURM's estimate (sbatch --test-only, nothing submitted): it would start {when}"
 
     @staticmethod
-    def _test_only(sub, script: str) -> tuple[str | None, str]:
+    def _test_only(sub) -> tuple[str | None, str]:
         """(when SLURM expects the job to start: "now", "at DATE", "not known (...)"; or None and why there is
         no estimate). SubmitError when the scheduler says it could never run (sbatch would refuse it)."""
         from hpcjax.slurm import free
 
         try:
-            done = sub.cluster.host().run(commands.test_only(), input=script, timeout=ESTIMATE_TIMEOUT_S)
+            done = sub.cluster.host().run(commands.test_only(), input=sub.script, timeout=ESTIMATE_TIMEOUT_S)
         except subprocess.TimeoutExpired:
             return None, f"sbatch --test-only gave no answer in {ESTIMATE_TIMEOUT_S:.0f} s"
         said = (done.stderr + done.stdout).strip()
@@ -195,8 +195,8 @@ class SlurmBackend(Backend):
             self._record(sub, run, {**sub.record_fields(None, run.job_id), **more})
             return [run]
         self._say_start(sub)
-        job_id = sbatch.there(sub.spec, cluster, sub.workdir, sub.log_dir, hold=sub.hold) if cluster.remote else \
-            sbatch.here(sub.spec, hold=sub.hold)
+        job_id = sbatch.there(sub.script, sub.spec, cluster, sub.home_there, sub.workdir, sub.log_dir) \
+            if cluster.remote else sbatch.here(sub.script, sub.spec)
         runs = [SlurmRun(job_id if i is None else f"{job_id}_{i}", sub.log_dir, sub.spec.layout.num_processes, cluster)
                 for i in sub.elements]
         for run, element in zip(runs, sub.elements):
@@ -214,9 +214,7 @@ class SlurmBackend(Backend):
         """When SLURM expects the job to start, asked before it is sent (sbatch --test-only of its script):
         a job the scheduler could never place is refused here, before anything is queued. Once queued, the
         wait's lines say squeue's estimate (%S) as it changes."""
-        from hpcjax.slurm.script import render_sbatch
-
-        when, why = self._test_only(sub, render_sbatch(sub.spec, check_syntax=False, hold=sub.hold))
+        when, why = self._test_only(sub)
         # sbatch --test-only leaves dependencies out: "now" would be wrong for a job that waits for another
         after = f", once job {' and '.join(job for job, _ in sub.spec.after)} has ended (--after)" if sub.spec.after \
             else ""
@@ -227,7 +225,7 @@ class SlurmBackend(Backend):
     def _record(sub, run, fields: dict) -> None:
         run.run_dir = fields.get("run_dir")
         if sub.cluster.remote:
-            records.save_there(sub.cluster, run.job_id, fields)
+            records.save_there(sub.cluster, sub.home_there, run.job_id, fields)
         keep.record(records.key(run.job_id, sub.cluster.destination), fields)
 
     def attach(self, job_id: str, record: dict | None, cluster) -> SlurmRun:

@@ -179,9 +179,10 @@ def new_local_id(start: int) -> str:
 RECORDS_THERE = "records"  # <remote_dir>/records/<job>.json: a job's record on the cluster itself
 
 
-def save_there(cluster, job_id: str, record: dict) -> None:
-    """A job's record on the cluster: another laptop (or this one after a wipe) finds it there."""
-    cluster.host().files.write_text(f"{cluster.home()}/{RECORDS_THERE}/{job_id}.json", json.dumps(record))
+def save_there(cluster, home: str, job_id: str, record: dict) -> None:
+    """A job's record on the cluster (`home`: its remote directory there, as the stage found it):
+    another laptop (or this one after a wipe) finds it there."""
+    cluster.host().files.write_text(f"{home}/{RECORDS_THERE}/{job_id}.json", json.dumps(record))
 
 
 def load_there(cluster, job_id: str) -> dict | None:

@@ -16,6 +16,7 @@ import os
 import shlex
 import shutil
 import subprocess
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -29,13 +30,13 @@ from hpcjax.values.validate import require_utf8
 MARK = "@@hpcjax-probe"
 
 
-@dataclass
+@dataclass(frozen=True)
 class Probe:
-    """What the check step learned of where the job goes."""
+    """What the check step learned of where the job goes (a value: the steps after read it)."""
 
     home: str = ""  # the cluster's remote directory, absolute there ('' on this machine)
-    missing_programs: set = field(default_factory=set)
-    missing_paths: set = field(default_factory=set)
+    missing_programs: frozenset = frozenset()
+    missing_paths: frozenset = frozenset()
     answers: dict = field(default_factory=dict)  # name -> (exit code, output) of each command asked
     tree_files: tuple = ()  # the working tree's files that are shipped, listed (and size-checked) once
     tree_bytes: int = 0
@@ -65,8 +66,7 @@ def check(sub) -> Probe:
     if sub.call is not None and sub.cluster.remote:  # a call's code may travel by value: which Python loads it
         wants = {**wants, "commands": {**wants.get("commands", {}), "python": [
             sub.cluster.python, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"]}}
-    probe = ask(sub, wants)
-    probe.tree_files, probe.tree_bytes = names, total
+    probe = dataclasses.replace(ask(sub, wants), tree_files=names, tree_bytes=total)
     sub.backend.check(sub, probe)
     if sub.call is not None and sub.cluster.remote:
         sub.call.check_python(probe.answer("python"), sub.cluster.name)
@@ -102,14 +102,14 @@ def ask(sub, wants: dict) -> Probe:
     programs, paths = list(wants.get("programs", ())), [p for p in wants.get("paths", ()) if p]
     commands = dict(wants.get("commands", {}))
     if not sub.cluster.remote:
-        probe = Probe(missing_programs={p for p in programs if shutil.which(p) is None},
-                      missing_paths={p for p in paths if not Path(p).exists()})
+        answers = {}
         for name, argv in commands.items():
             if shutil.which(argv[0]) is None:
                 continue
             done = subprocess.run(argv, capture_output=True, text=True)
-            probe.answers[name] = (done.returncode, done.stdout + done.stderr)
-        return probe
+            answers[name] = (done.returncode, done.stdout + done.stderr)
+        return Probe(missing_programs=frozenset(p for p in programs if shutil.which(p) is None),
+                     missing_paths=frozenset(p for p in paths if not Path(p).exists()), answers=answers)
     return ask_there(sub.cluster, programs + ["rsync"], paths, commands)
 
 
@@ -127,16 +127,16 @@ def ask_there(cluster, programs: list[str], paths: list[str], commands: dict[str
     for name, argv in commands.items():
         parts.append(f"printf '{MARK} answer {name}\\n'; {shlex.join(argv)} 2>&1; printf '{MARK} code %s\\n' $?")
     done = host.run(["sh", "-c", "\n".join(parts)])
-    probe, current, lines = Probe(), None, []
+    home, missing_programs, missing_paths, answers, current, lines = "", set(), set(), {}, None, []
     for line in done.stdout.splitlines():
         if not line.startswith(MARK + " "):
             lines.append(line)
             continue
         kind, _, value = line[len(MARK) + 1:].partition(" ")
         if kind == "program":
-            probe.missing_programs.add(value)
+            missing_programs.add(value)
         elif kind == "path":
-            probe.missing_paths.add(value)
+            missing_paths.add(value)
         elif kind in ("home", "answer"):
             current, lines = value or "home", []
         elif kind == "code" and current:
@@ -146,11 +146,12 @@ def ask_there(cluster, programs: list[str], paths: list[str], commands: dict[str
                                       f"{' '.join(lines) or done.stderr.strip()}",
                                       'set remote_dir in the profile to a directory you can write there, e.g. '
                                       'remote_dir = "$SCRATCH/hpcjax"')
-                probe.home = lines[-1].strip() if lines else ""
+                home = lines[-1].strip() if lines else ""
             else:
-                probe.answers[current] = (int(value), "\n".join(lines))
+                answers[current] = (int(value), "\n".join(lines))
             current = None
-    if not probe.home:
+    if not home:
         raise HpcjaxError(f"could not ask {cluster.name} what hpcjax needs there: {done.stderr.strip()[-300:]}",
                           f"try `ssh {cluster.destination} sh -c true` in a terminal")
-    return probe
+    return Probe(home=home, missing_programs=frozenset(missing_programs), missing_paths=frozenset(missing_paths),
+                 answers=answers)

@@ -41,7 +41,7 @@ def stage(sub, probe):
 def as_there(sub, home: str):
     """The submission as it would run there, for render and a dry run: nothing made or shipped."""
     spec = cluster_spec(sub.spec, home, ship.package_target(home), sub.cluster.python)
-    return dataclasses.replace(sub, spec=spec, workdir=home, log_dir=log_dir_of(spec, home))
+    return dataclasses.replace(sub, spec=spec, home_there=home, workdir=home, log_dir=log_dir_of(spec, home))
 
 
 def stage_there(sub, probe):
@@ -49,7 +49,6 @@ def stage_there(sub, probe):
     cluster, host = sub.cluster, sub.cluster.host()
     kept = sub.kept_run_dirs()
     found = survey(sub, home)
-    cluster.remember_home(home)
     package, sent_now = ship.ship_hpcjax(host, home, present="package" in found)
     if sent_now:
         say(f"shipped hpcjax {__version__} to {cluster.name}:{package} (once per version; the ranks import it)")
@@ -76,7 +75,7 @@ def stage_there(sub, probe):
     bound = list(stored.values()) + list(run_dirs.values()) + list(sub.bound_there)
     spec = dataclasses.replace(sub.spec, container=binds.in_place(sub.spec.container, bound)) if bound else sub.spec
     spec = cluster_spec(spec, home, package, cluster.python)
-    return dataclasses.replace(sub, spec=spec, workdir=snapshot, log_dir=log_dir_of(spec, snapshot))
+    return dataclasses.replace(sub, spec=spec, home_there=home, workdir=snapshot, log_dir=log_dir_of(spec, snapshot))
 
 
 def survey(sub, home: str) -> dict:

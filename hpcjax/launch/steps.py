@@ -16,6 +16,7 @@ Each step is owned by one module; each check runs once per submission.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import signal
 import threading
 import time
@@ -50,6 +51,8 @@ class Submission:
     hold: bool = False  # the job is a held allocation (hpcjax hold): its script is the hold's agent
     hold_name: str = ""  # its name for --on and release (-J is SLURM's name for its job, which may differ)
     # what the steps learn and make
+    home_there: str = ""  # the cluster's remote directory as it is there (the stage's; '' on this machine)
+    script: str = ""  # what the backend runs, rendered once (the render step's)
     workdir: str = ""  # where the job starts (its snapshot on a cluster)
     log_dir: str = ""
     run_dirs: dict = field(default_factory=dict)  # kept run directories there (a relative --run-dir)
@@ -97,6 +100,7 @@ def submit(sub: Submission) -> list:
     KeyboardInterrupt's own, so a script that ends on it still ends by SIGINT, as CPython does."""
     probe = refusals.check(sub)
     sub = staging.stage(sub, probe)
+    sub = dataclasses.replace(sub, script=sub.backend.render(sub)[0])
     runs: list = []
     try:
         with interrupts_held():  # sbatch, the record and the announced id are one: Ctrl-C waits for all three
@@ -124,7 +128,7 @@ def dry_run(sub: Submission) -> tuple[str, str]:
     if sub.cluster.remote:
         sub = staging.as_there(sub, probe.home)
     shown, said = sub.backend.render(sub)
-    estimate = sub.backend.estimate(sub, shown)
+    estimate = sub.backend.estimate(dataclasses.replace(sub, script=shown))
     return shown, (f"{estimate}\n" if estimate else "") + said
 
 

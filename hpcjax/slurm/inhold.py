@@ -212,11 +212,9 @@ def check_own_options(spec, hold: holds.Hold, fields: dict) -> None:
 def queue(sub) -> tuple[InHoldRun, dict]:
     """Queue the job in its hold: its Run, and what its record keeps of the hold."""
     from hpcjax.values.voice import say
-    from hpcjax.slurm.script import render_sbatch
 
     hold = the_hold(sub)
-    job_id, ahead = holds.queue(sub.cluster.host(), hold, render_sbatch(spec_in(hold, sub.spec)), sub.workdir,
-                                sub.log_dir)
+    job_id, ahead = holds.queue(sub.cluster.host(), hold, sub.script, sub.workdir, sub.log_dir)
     run = InHoldRun(job_id, sub.log_dir, sub.spec.layout.num_processes, sub.cluster, hold.name, hold.spool)
     waits = f"; it starts after {', '.join(ahead)}" if ahead else ""
     say(f"queued job {job_id} in hold {hold.name} (SLURM job {hold.job_id}, {sub.spec.layout.described}){waits}; "

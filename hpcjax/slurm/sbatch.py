@@ -5,7 +5,8 @@ Here, submitit is reached through the smallest adapter that works: two of SlurmE
 methods overridden (`_make_submission_file_text` returns the rendered script, `_num_tasks` the
 layout's processes) and one called (`_submit_command` writes the file, runs sbatch and reads
 the job id); SUBMITIT_HOOKS pins all three and a test fails loudly when a submitit release
-changes them. What `hpcjax render` prints is what is submitted.
+changes them. The script is the render step's (launch.steps), rendered once: what `hpcjax render`
+prints is what is submitted.
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ import time
 from hpcjax.values.errors import SubmitError
 from hpcjax.job.spec import JobSpec
 from hpcjax.slurm import commands, controller
-from hpcjax.slurm.script import render_sbatch
 
 # submitit's methods hpcjax overrides (the first two) or calls (the last)
 SUBMITIT_HOOKS = {"_make_submission_file_text": ("self", "command", "uid"), "_num_tasks": ("self",),
@@ -30,12 +30,12 @@ def executor_class():
         """submitit's SLURM executor whose submission file is hpcjax's rendered script.
         submitit still writes the file into its folder, runs sbatch and reads the job id."""
 
-        def __init__(self, spec: JobSpec, hold: bool = False) -> None:
+        def __init__(self, script: str, spec: JobSpec) -> None:
             super().__init__(folder=spec.output_dir)
-            self.spec, self.hold = spec, hold
+            self.script, self.spec = script, spec
 
         def _make_submission_file_text(self, command: str, uid: str) -> str:
-            return render_sbatch(self.spec, hold=self.hold)
+            return self.script
 
         def _num_tasks(self) -> int:
             return self.spec.layout.num_processes
@@ -47,12 +47,13 @@ def executor_class():
     return HpcjaxSlurmExecutor
 
 
-def here(spec: JobSpec, hold: bool = False) -> str:
-    """sbatch on this machine, through submitit (the log directory exists: the stage made it)."""
+def here(script: str, spec: JobSpec) -> str:
+    """sbatch of the rendered `script` on this machine, through submitit (the log directory exists:
+    the stage made it)."""
     import submitit
 
     try:
-        job = executor_class()(spec, hold).submit_spec()
+        job = executor_class()(script, spec).submit_spec()
     except submitit.core.utils.FailedJobError as err:
         said = str(err).strip()
         raise SubmitError(f"sbatch refused the job ({spec.layout.name}): {said}",
@@ -60,15 +61,15 @@ def here(spec: JobSpec, hold: bool = False) -> str:
     return str(job.job_id)
 
 
-def there(spec: JobSpec, cluster, workdir: str, log_dir: str, hold: bool = False) -> str:
-    """sbatch on the cluster's login node, in the job's snapshot: the script is written under
-    remote_dir/jobs/ first (kept, for a look by hand)."""
-    home = cluster.home()
+def there(text: str, spec: JobSpec, cluster, home: str, workdir: str, log_dir: str) -> str:
+    """sbatch of the rendered script `text` on the cluster's login node, in the job's snapshot: the
+    script is written under remote_dir/jobs/ (`home`: the remote directory there) first (kept, for a
+    look by hand)."""
     script = f"{home}/jobs/{time.strftime('%Y%m%d-%H%M%S')}-{spec.job_name[:40]}.sh".replace(" ", "_")
     run = " ".join(commands.sbatch('"$2"'))
     done = cluster.host().run(
         ["sh", "-c", f'mkdir -p -- "$1" "$(dirname -- "$2")" && cat > "$2" && cd -- "$3" && {run}',
-         "sh", log_dir, script, workdir], input=render_sbatch(spec, hold=hold))
+         "sh", log_dir, script, workdir], input=text)
     if done.returncode != 0:
         said = done.stderr.strip() or done.stdout.strip()
         raise SubmitError(f"sbatch on {cluster.name} refused the job ({spec.layout.name}): {said}",
