@@ -11,7 +11,8 @@ By file: `jobs` (render, submit, status, logs, cancel), `runs` (runs, relaunch, 
 `fetch` (fetch, tunnel), `stacks`, `smoke`, `rank` (env, check, preflight), `train`, `profile`,
 `container`, `holds` (hold, release), `nodeshell` (shell and jupyter --on), `nodes`, `free`, `site`
 (its `acceptance` check, and what the check is asked: `checkoptions`), `report`; what they share:
-`options` (the job options and the house error format), `following` (a submitted job followed to
+`verbs` (the table: each verb's module and its line in --help), `parsing` (argparse the house
+way: the error format), `options` (the job options), `following` (a submitted job followed to
 its exit status, and Ctrl-C), `kinds` (argparse value types), `outputs` (files written in one step), `stopping`
 (SIGTERM as Ctrl-C).
 """
@@ -24,7 +25,8 @@ import shlex
 import sys
 
 from hpcjax import __version__
-from hpcjax.cli.options import Parser, join_dashed_values
+from hpcjax.cli.parsing import Parser, join_dashed_values
+from hpcjax.cli.verbs import HELP, VERBS
 from hpcjax.values.errors import HpcjaxError, UsageError
 from hpcjax.values.voice import say
 
@@ -41,41 +43,28 @@ and train. Put the job's command after `--`:
 """
 
 
-# Each verb's module and the function there that adds its verbs (in `hpcjax --help`'s order).
-# `hpcjax VERB` imports VERB's module only: on a login node whose Python sits on a shared
-# filesystem every import is several metadata round trips, and `status`, `logs` and `runs` run
-# all day. `hpcjax --help`, no verb or a misspelt one build them all (argparse lists them).
-VERBS = {
-    "render": ("jobs", "add_job_verbs"), "submit": ("jobs", "add_job_verbs"),
-    "status": ("jobs", "add_job_verbs"), "logs": ("jobs", "add_job_verbs"),
-    "cancel": ("jobs", "add_job_verbs"),
-    "smoke": ("smoke", "add_smoke_verb"),
-    "env": ("rank", "add_rank_verbs"), "check": ("rank", "add_rank_verbs"),
-    "preflight": ("rank", "add_rank_verbs"),
-    "train": ("train", "add_train_verb"),
-    "profile": ("profile", "add_profile_verb"),
-    "container": ("container", "add_container_verb"),
-    "report": ("report", "add_report_verb"),
-    "fetch": ("fetch", "add_fetch_verbs"), "tunnel": ("fetch", "add_fetch_verbs"),
-    "stacks": ("stacks", "add_stacks_verb"),
-    "runs": ("runs", "add_runs_verbs"), "relaunch": ("runs", "add_runs_verbs"),
-    "nodes": ("nodes", "add_nodes_verb"),
-    "hold": ("holds", "add_hold_verbs"), "holds": ("holds", "add_hold_verbs"),
-    "release": ("holds", "add_hold_verbs"),
-    "shell": ("nodeshell", "add_node_shell_verbs"), "jupyter": ("nodeshell", "add_node_shell_verbs"),
-    "site": ("site", "add_site_verb"), "free": ("free", "add_free_verb"),
-}
-
-
 def build_parser(verb: str | None = None) -> Parser:
-    """The parser for `verb` (its module's verbs only), or for every verb."""
-    parser = Parser(prog="hpcjax", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--version", action="version", version=f"hpcjax {__version__}")
-    sub = parser.add_subparsers(dest="verb", required=True, parser_class=Parser)
+    """The parser for `verb` (its module's verbs only), or for every verb with all their options."""
+    parser, sub = _top()
     adders = [VERBS[verb]] if verb in VERBS else list(dict.fromkeys(VERBS.values()))
     for module, function in adders:
         getattr(importlib.import_module(f"hpcjax.cli.{module}"), function)(sub)
     return parser
+
+
+def listing_parser() -> Parser:
+    """For no verb or one that is not a verb (`hpcjax --help`, a misspelling): every verb's line,
+    and none of their modules (argparse lists the verbs, or refuses the word with them)."""
+    parser, sub = _top()
+    for name in VERBS:
+        sub.add_parser(name, help=HELP[name])
+    return parser
+
+
+def _top() -> tuple[Parser, argparse._SubParsersAction]:
+    parser = Parser(prog="hpcjax", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"hpcjax {__version__}")
+    return parser, parser.add_subparsers(dest="verb", required=True, parser_class=Parser)
 
 
 def verb_of(options: list[str]) -> str | None:
@@ -140,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         options = join_dashed_values(options)
         verb = verb_of(options)
-        parser = build_parser(verb)
+        parser = build_parser(verb) if verb in VERBS else listing_parser()
         if command is not None and not takes_a_command(parser, verb):
             # there `--` only ends the options, as it does for any program: `status -- -1` asks for job -1
             args, extra = parser.parse_known_args(options + ["--"] + command)

@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 from hpcjax.values.voice import say
+from hpcjax.cli.verbs import HELP
 
 
 def cmd_recipe(args: argparse.Namespace, command: list[str]) -> int:
@@ -64,10 +65,10 @@ def cmd_build(args: argparse.Namespace, command: list[str]) -> int:
 
 
 def add_container_verb(sub) -> None:
-    from hpcjax.cli.options import Parser
+    from hpcjax.cli.parsing import Parser
 
     from_here = "default: hpcjax from this checkout (copied in) or from PyPI"
-    box = sub.add_parser("container", help="container recipe | container build RECIPE -o IMAGE")
+    box = sub.add_parser("container", help=HELP["container"])
     actions = box.add_subparsers(dest="action", required=True, parser_class=Parser)
     recipe = actions.add_parser("recipe", help="write a recipe (Apptainer .def or Dockerfile) on stdout or -o")
     recipe.add_argument("--base", default="nvcr.io/nvidia/jax:24.04-py3",

@@ -13,6 +13,7 @@ from hpcjax.values.errors import HpcjaxError, UsageError
 from hpcjax.protocol import contract
 from hpcjax.values import jobid
 from hpcjax.values.voice import say
+from hpcjax.cli.verbs import HELP
 
 CHECKPOINTS = ("latest", "all", "none")
 
@@ -144,8 +145,7 @@ def cmd_tunnel(args: argparse.Namespace, command: list[str]) -> int:
 
 
 def add_fetch_verbs(sub) -> None:
-    fetch = sub.add_parser("fetch", help="copy a job's logs and run directory (or a run directory) back "
-                                         "from the cluster")
+    fetch = sub.add_parser("fetch", help=HELP["fetch"])
     fetch.add_argument("target", help="a job id, or a run directory on the cluster")
     fetch.add_argument("--to", metavar="DIR", help="where to put it (default: ./hpcjax-job-ID, or the run "
                                                    "directory's name)")
@@ -154,8 +154,7 @@ def add_fetch_verbs(sub) -> None:
     add_cluster_options(fetch, profile_file=True)
     fetch.set_defaults(run=cmd_fetch, takes_command=False)
 
-    tunnel = sub.add_parser("tunnel", help="forward a port of a running job's first node to this machine "
-                                           "(TensorBoard, a profiler, Jupyter)")
+    tunnel = sub.add_parser("tunnel", help=HELP["tunnel"])
     tunnel.add_argument("job_id", help="the running job (its first node is reached)")
     tunnel.add_argument("port", type=kinds.port, help="the port on the job's first node")
     tunnel.add_argument("--local-port", type=kinds.port, help="the port here (default: the same)")

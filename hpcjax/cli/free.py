@@ -12,6 +12,7 @@ from dataclasses import asdict
 from hpcjax.cli import kinds
 from hpcjax.cli.options import add_cluster_options, cluster_from_args
 from hpcjax.values.voice import say
+from hpcjax.cli.verbs import HELP
 
 
 def cmd_free(args: argparse.Namespace, command: list[str]) -> int:
@@ -58,7 +59,7 @@ def cmd_free(args: argparse.Namespace, command: list[str]) -> int:
 
 
 def add_free_verb(sub) -> None:
-    free = sub.add_parser("free", help="GPUs free now by partition and type, and when a layout would start")
+    free = sub.add_parser("free", help=HELP["free"])
     free.add_argument("--nodes", type=kinds.positive, default=1, help="the layout's nodes (default 1)")
     free.add_argument("--gpus-per-node", type=kinds.positive, default=1, help="its GPUs per node (default 1)")
     free.add_argument("--time", default="01:00:00", help="its time limit, which the estimate depends on "

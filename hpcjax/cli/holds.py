@@ -14,6 +14,7 @@ from hpcjax.cli.options import (add_cluster_options, add_job_options, cluster_fr
                                 spec_from_args)
 from hpcjax.values.errors import UsageError
 from hpcjax.values.voice import say
+from hpcjax.cli.verbs import HELP
 
 READY_EVERY_S = 0.5
 NOT_FOR_A_HOLD = (("on", "a hold cannot run inside another"), ("requeue", "a hold is not requeued"),
@@ -171,20 +172,20 @@ def cmd_release(args: argparse.Namespace, command: list[str]) -> int:
 
 
 def add_hold_verbs(sub) -> None:
-    hold = sub.add_parser("hold", help="hold a SLURM allocation that stays up; run jobs in it with --on NAME")
+    hold = sub.add_parser("hold", help=HELP["hold"])
     hold.add_argument("--name", default="hold", help="the hold's name, for --on NAME and release (default hold)")
     hold.add_argument("--no-wait", action="store_true", help="return once submitted, not when the hold is up")
     add_job_options(hold, job_name="hold", time="01:00:00")
     add_cluster_options(hold)
     hold.set_defaults(run=cmd_hold, takes_command=False, backend="slurm")
 
-    listed = sub.add_parser("holds", help="the held allocations: state, nodes, time left, the job running in each")
+    listed = sub.add_parser("holds", help=HELP["holds"])
     listed.add_argument("--all", action="store_true", help="the ended ones too")
     listed.add_argument("--json", action="store_true", help="as JSON on stdout")
     add_cluster_options(listed, profile_file=True)
     listed.set_defaults(run=cmd_holds, takes_command=False)
 
-    release = sub.add_parser("release", help="end a held allocation (and the job running in it)")
+    release = sub.add_parser("release", help=HELP["release"])
     release.add_argument("name", help="the hold's name (`hpcjax holds` lists them)")
     add_cluster_options(release, profile_file=True)
     release.set_defaults(run=cmd_release, takes_command=False)

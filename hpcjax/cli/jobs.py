@@ -17,6 +17,7 @@ from hpcjax.cli.options import (add_backend_option, add_cluster_options, add_job
 from hpcjax.cli.outputs import output_file, write_atomically
 from hpcjax.cli.following import submit_and_follow
 from hpcjax.values.voice import say
+from hpcjax.cli.verbs import HELP
 
 
 def cmd_render(args: argparse.Namespace, command: list[str]) -> int:
@@ -190,7 +191,7 @@ def cmd_cancel(args: argparse.Namespace, command: list[str]) -> int:
 
 
 def add_job_verbs(sub) -> None:
-    render = sub.add_parser("render", help="print the sbatch script for a job: render [options] -- CMD...")
+    render = sub.add_parser("render", help=HELP["render"])
     add_job_options(render)
     add_sweep_options(render)
     render.add_argument("-o", "--output", help="write the script to this file instead of stdout")
@@ -200,7 +201,7 @@ def add_job_verbs(sub) -> None:
     add_cluster_options(render)
     takes_command(render, cmd_render)
 
-    submit = sub.add_parser("submit", help="submit a job: submit [options] -- CMD...")
+    submit = sub.add_parser("submit", help=HELP["submit"])
     add_job_options(submit)
     add_sweep_options(submit)
     submit.add_argument("--wait", action="store_true",
@@ -215,13 +216,13 @@ def add_job_verbs(sub) -> None:
                              "the working directory, else its name), e.g. --upload ./data (repeatable)")
     takes_command(submit, cmd_submit)
 
-    status = sub.add_parser("status", help="state of a job (finished jobs too)")
+    status = sub.add_parser("status", help=HELP["status"])
     status.add_argument("job_id", help="the id submit printed (a SLURM job id, or a local job's)")
     status.add_argument("--json", action="store_true", help="state, attempts and failure report as JSON on stdout")
     add_cluster_options(status, profile_file=True)
     status.set_defaults(run=cmd_status, takes_command=False)
 
-    logs = sub.add_parser("logs", help="per-rank output of a job")
+    logs = sub.add_parser("logs", help=HELP["logs"])
     logs.add_argument("job_id", help="the id submit printed")
     logs.add_argument("--rank", type=kinds.count, help="only this rank")
     logs.add_argument("--tail", type=kinds.count, help="only the last N lines of each rank")
@@ -230,7 +231,7 @@ def add_job_verbs(sub) -> None:
     add_cluster_options(logs, profile_file=True)
     logs.set_defaults(run=cmd_logs, takes_command=False)
 
-    cancel = sub.add_parser("cancel", help="cancel a job")
+    cancel = sub.add_parser("cancel", help=HELP["cancel"])
     cancel.add_argument("job_id", help="the id submit printed")
     add_cluster_options(cancel, profile_file=True)
     cancel.set_defaults(run=cmd_cancel, takes_command=False)

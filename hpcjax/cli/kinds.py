@@ -1,6 +1,6 @@
 """The kinds of value an option takes, as argparse types: a bad value is refused while the
 command line is read, with the value, what is valid and an example (the house error format
-comes from cli.options.Parser)."""
+comes from cli.parsing.Parser)."""
 
 from __future__ import annotations
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import json
 from hpcjax.values.voice import say
+from hpcjax.cli.verbs import HELP
 
 
 def cmd_nodes(args: argparse.Namespace, command: list[str]) -> int:
@@ -30,7 +31,7 @@ def cmd_nodes(args: argparse.Namespace, command: list[str]) -> int:
 
 
 def add_nodes_verb(sub) -> None:
-    nodes = sub.add_parser("nodes", help="the nodes a preflight failed: when, what, which job (--preflight)")
+    nodes = sub.add_parser("nodes", help=HELP["nodes"])
     nodes.add_argument("node", nargs="?", help="only this node")
     nodes.add_argument("--json", action="store_true", help="the failures as JSON on stdout")
     nodes.set_defaults(run=cmd_nodes, takes_command=False)

@@ -19,6 +19,7 @@ from hpcjax.cli.options import add_cluster_options, cluster_from_args, merged_op
 from hpcjax.cli.stopping import sigterm_as_ctrl_c
 from hpcjax.values.errors import HpcjaxError, UsageError
 from hpcjax.values.voice import relay, say
+from hpcjax.cli.verbs import HELP
 
 URL = re.compile(r"https?://[^\s/]+:(\d+)/\S*")  # what Jupyter prints: http://HOST:PORT/lab?token=...
 
@@ -199,13 +200,13 @@ def answers_soon(url: str, process, timeout_s: float = 60.0) -> bool:
 
 
 def add_node_shell_verbs(sub) -> None:
-    shell = sub.add_parser("shell", help="a shell (or one command: -- CMD) on a held allocation's first node")
+    shell = sub.add_parser("shell", help=HELP["shell"])
     shell.add_argument("--on", required=True, metavar="HOLD", help="the hold (`hpcjax holds` lists them)")
     add_cluster_options(shell, profile_file=True)
     takes_command(shell, cmd_shell)
     shell.usage = shell.usage.replace("-- COMMAND [ARG ...]", "[-- COMMAND [ARG ...]]")  # none: an interactive shell
 
-    jupyter = sub.add_parser("jupyter", help="a Jupyter server on a held allocation's first node, tunnelled here")
+    jupyter = sub.add_parser("jupyter", help=HELP["jupyter"])
     jupyter.add_argument("--on", required=True, metavar="HOLD", help="the hold (`hpcjax holds` lists them)")
     jupyter.add_argument("--port", type=kinds.port, default=8888, help="its port on the node (default 8888)")
     jupyter.add_argument("--local-port", type=kinds.port,

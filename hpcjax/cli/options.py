@@ -1,5 +1,5 @@
-"""What the verbs share: the house error format for argparse, the job options
-(named after sbatch's) and the spec they build, sizes, atomic writes."""
+"""What the verbs share: the job options (named after sbatch's) and the spec they build, the
+cluster they name. (argparse the house way is hpcjax.cli.parsing.)"""
 
 from __future__ import annotations
 
@@ -11,22 +11,6 @@ from hpcjax.protocol.contract import DEFAULT_OUTPUT_DIR
 from hpcjax.values.errors import SpecError, UsageError
 from hpcjax.job.envvars import parse_env_assignment
 from hpcjax.job.spec import JobSpec
-
-# Options whose value may itself start with "--" (`--container-flag --cleanenv`);
-# argparse would take such a value for an option of its own.
-DASHED_VALUES = ("--container-flag",)
-
-
-class Parser(argparse.ArgumentParser):
-    """argparse with the house error format: `error: ...`, blank line, `hint: ...`, exit 2."""
-
-    def error(self, message: str):  # type: ignore[override]
-        stray = message.partition("unrecognized arguments: ")[2].split()
-        if stray and not stray[0].startswith("-"):  # a program's words where options belong
-            raise UsageError(message, f"the job's command goes after `--`: hpcjax VERB [options] -- {' '.join(stray)}"
-                                      f"; see `{self.prog} --help`")
-        raise UsageError(message, f"see `{self.prog} --help`")
-
 
 COMMAND_USAGE = " -- COMMAND [ARG ...]"
 
@@ -46,19 +30,6 @@ class Refused(argparse.Action):
 
     def __call__(self, parser, namespace, values, option_string=None):
         raise UsageError(f"{option_string} is sbatch's; hpcjax derives it from the layout", self.hint)
-
-
-def join_dashed_values(argv: list[str]) -> list[str]:
-    """`--container-flag --cleanenv` -> `--container-flag=--cleanenv`, so argparse reads it as a value."""
-    out, i = [], 0
-    while i < len(argv):
-        if argv[i] in DASHED_VALUES and i + 1 < len(argv):
-            out.append(f"{argv[i]}={argv[i + 1]}")
-            i += 2
-        else:
-            out.append(argv[i])
-            i += 1
-    return out
 
 
 def add_layout_options(parser: argparse.ArgumentParser) -> None:

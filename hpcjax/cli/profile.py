@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 from hpcjax.values.voice import say
+from hpcjax.cli.verbs import HELP
 
 
 def cmd_profile(args: argparse.Namespace, command: list[str]) -> int:
@@ -36,7 +37,7 @@ def cmd_profile(args: argparse.Namespace, command: list[str]) -> int:
 
 
 def add_profile_verb(sub) -> None:
-    profile = sub.add_parser("profile", help="site profiles: profile list | profile show NAME")
+    profile = sub.add_parser("profile", help=HELP["profile"])
     profile.add_argument("action", choices=("list", "show"), help="list the profiles, or show one merged")
     profile.add_argument("name", nargs="?", help="the profile to show (default: list them all)")
     profile.add_argument("--profile-file", metavar="FILE", help="default: $HPCJAX_PROFILES, else "

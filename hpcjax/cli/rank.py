@@ -12,6 +12,7 @@ from hpcjax.cli import kinds
 from hpcjax.cli.kinds import parse_sizes
 from hpcjax.protocol.contract import ALL_CHECKS, NODES_ENV
 from hpcjax.values.voice import say
+from hpcjax.cli.verbs import HELP
 
 
 def cmd_env(args: argparse.Namespace, command: list[str]) -> int:
@@ -84,19 +85,18 @@ def cmd_preflight(args: argparse.Namespace, command: list[str]) -> int:
 
 
 def add_rank_verbs(sub) -> None:
-    env = sub.add_parser("env", help="what the runtime derives here, and why (initializes nothing)")
+    env = sub.add_parser("env", help=HELP["env"])
     env.add_argument("--json", action="store_true", help="the mapping as JSON on stdout")
     env.set_defaults(run=cmd_env, takes_command=False)
 
-    preflight = sub.add_parser("preflight", help="run on every rank of a job step: measure the allocation's "
-                               "nodes and fail the ones unfit to train on (what --preflight runs)")
+    preflight = sub.add_parser("preflight", help=HELP["preflight"])
     preflight.add_argument("--directory", help="the storage to prove from every node (default: the working "
                                                "directory)")
     preflight.add_argument("--spares", type=kinds.count, default=0,
                            help="the step has this many nodes more than the layout: name the best of the rest")
     preflight.set_defaults(run=cmd_preflight, takes_command=False)
 
-    check = sub.add_parser("check", help="run on every rank of a job step: prove the layout works")
+    check = sub.add_parser("check", help=HELP["check"])
     check.add_argument("which", choices=["devices", "allreduce", "bandwidth", "all"],
                        help="devices (counts), allreduce (a sum over every device), bandwidth, or all")
     check.add_argument("--json", action="store_true", help="one JSON line per check on stdout")

@@ -10,6 +10,7 @@ from pathlib import Path
 from hpcjax.values.errors import UsageError
 from hpcjax.protocol.rundir import RunDir
 from hpcjax.values.voice import say
+from hpcjax.cli.verbs import HELP
 
 
 def cmd_report(args: argparse.Namespace, command: list[str]) -> int:
@@ -68,8 +69,7 @@ def _fetched(args: argparse.Namespace) -> Path | None:
 
 
 def add_report_verb(sub) -> None:
-    report = sub.add_parser("report", help="an HTML page with plots about a training run (report RUN_DIR), or "
-                                           "comparing several (report RUN_A RUN_B ...)")
+    report = sub.add_parser("report", help=HELP["report"])
     report.add_argument("run_dir", nargs="+", help="the training run's --run-dir (with --cluster: its path there, "
                                                    "or the job id whose command named it); several: a comparison")
     report.add_argument("-o", "--output", metavar="FILE.html", help="default: RUN_DIR/report.html; for a "

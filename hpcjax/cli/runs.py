@@ -15,6 +15,7 @@ from datetime import datetime
 from hpcjax.cli.options import add_backend_option, add_job_options, command_line_options, COMMAND_USAGE
 from hpcjax.values.errors import HpcjaxError, UsageError
 from hpcjax.values.voice import say
+from hpcjax.cli.verbs import HELP
 
 SINCE = re.compile(r"(\d+)([mhdw])")
 SECONDS = {"m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
@@ -262,7 +263,7 @@ def cmd_relaunch(args: argparse.Namespace, command: list[str] | None) -> int:
 
 
 def add_runs_verbs(sub) -> None:
-    verb = sub.add_parser("runs", help="the catalog of runs: every job hpcjax submitted (runs show ID: one run)")
+    verb = sub.add_parser("runs", help=HELP["runs"])
     verb.add_argument("what", nargs="?", metavar="show", help="`show` to see one run in full")
     verb.add_argument("job", nargs="?", metavar="ID", help="with show: the run's id")
     verb.add_argument("--state", help="only runs in this state, e.g. FAILED")
@@ -276,7 +277,7 @@ def add_runs_verbs(sub) -> None:
     verb.add_argument("--json", action="store_true", help="as JSON on stdout")
     verb.set_defaults(run=cmd_runs, takes_command=False)
 
-    again = sub.add_parser("relaunch", help="submit a recorded run again: relaunch ID [options] [-- CMD...]",
+    again = sub.add_parser("relaunch", help=HELP["relaunch"],
                            usage="%(prog)s ID [options]" + f" [{COMMAND_USAGE.strip()}]")
     again.add_argument("job", metavar="ID", help="the run's id (see `hpcjax runs`)")
     add_job_options(again)

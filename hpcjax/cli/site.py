@@ -18,6 +18,7 @@ from hpcjax.cli.options import add_cluster_options, cluster_from_args
 from hpcjax.slurm import enforce
 from hpcjax.values.errors import HpcjaxError, UsageError
 from hpcjax.values.voice import say
+from hpcjax.cli.verbs import HELP
 
 PROFILE_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")  # a bare TOML key: [profiles.NAME]
 NODE_TIMEOUT_S = 600  # the node's step waits in the queue; the rest of the site is written without it
@@ -236,8 +237,7 @@ def cmd_site(args: argparse.Namespace, command: list[str]) -> int:
 
 
 def add_site_verb(sub) -> None:
-    site = sub.add_parser("site", help="learn a cluster in one command: its SLURM, partitions, GPUs, accounts and "
-                                       "a node's runtimes, written as a site profile")
+    site = sub.add_parser("site", help=HELP["site"])
     site.add_argument("--name", help="the profile's name (default: the cluster's ClusterName)")
     site.add_argument("--partition", help="the partition to write and to probe a node of (default: SLURM's default)")
     site.add_argument("--no-node", action="store_true", help="do not probe a compute node (no step is run)")

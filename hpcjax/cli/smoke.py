@@ -15,6 +15,7 @@ from hpcjax.cli.options import (add_backend_option, add_cluster_options, add_job
 from hpcjax.cli.kinds import parse_sizes
 from hpcjax.values.errors import UsageError
 from hpcjax.values.voice import say
+from hpcjax.cli.verbs import HELP
 
 PLOT_FORMATS = (".png", ".svg", ".pdf")
 
@@ -91,7 +92,7 @@ def cmd_smoke(args: argparse.Namespace, command: list[str]) -> int:
 
 
 def add_smoke_verb(sub) -> None:
-    smoke = sub.add_parser("smoke", help="submit one job that checks devices and all-reduce on every rank")
+    smoke = sub.add_parser("smoke", help=HELP["smoke"])
     add_job_options(smoke, job_name="hpcjax-smoke", time="00:10:00")
     smoke.add_argument("--bandwidth", action="store_true", help="also run the bandwidth sweep")
     smoke.add_argument("--sizes", help="bandwidth sizes, as for `hpcjax check`")

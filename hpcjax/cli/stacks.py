@@ -10,6 +10,7 @@ from hpcjax.cli import kinds
 from hpcjax.cli.options import add_cluster_options, cluster_from_args
 from hpcjax.values.errors import HpcjaxError, UsageError
 from hpcjax.values.voice import say
+from hpcjax.cli.verbs import HELP
 
 
 def cmd_stacks(args: argparse.Namespace, command: list[str]) -> int:
@@ -34,7 +35,7 @@ def cmd_stacks(args: argparse.Namespace, command: list[str]) -> int:
 
 
 def add_stacks_verb(sub) -> None:
-    verb = sub.add_parser("stacks", help="the Python stacks of every rank of a running job, grouped (py-spy)")
+    verb = sub.add_parser("stacks", help=HELP["stacks"])
     verb.add_argument("job_id", help="a running job's id")
     verb.add_argument("--rank", type=kinds.count, help="only this rank")
     verb.add_argument("--all", action="store_true", help="every thread of each rank (default: the main thread's "

@@ -11,10 +11,11 @@ from dataclasses import fields
 
 from hpcjax.protocol.contract import DEFAULT_RUN_DIR
 from hpcjax.train.config import STRATEGIES
+from hpcjax.cli.verbs import HELP
 
 
 def add_train_verb(sub) -> None:
-    train = sub.add_parser("train", help="train the example transformer (every rank runs this)",
+    train = sub.add_parser("train", help=HELP["train"],
                            formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     g = train.add_argument_group("parallelism")
     g.add_argument("--strategy", default="fsdp", choices=STRATEGIES,

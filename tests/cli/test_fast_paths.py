@@ -17,7 +17,10 @@ import sys
 import pytest
 
 # hpcjax's own modules each verb may import (container runtimes: the table loads them all).
-COMMON = {"hpcjax", "hpcjax.values", "hpcjax.protocol", "hpcjax.cli", "hpcjax.cli.options", "hpcjax.protocol.contract", "hpcjax.protocol.envnames", "hpcjax.values.errors", "hpcjax.values.jobid",
+# `hpcjax --help` (and no verb, or a misspelt one): the verb table and argparse the house way, no verb's module
+HELP_ONLY = {"hpcjax", "hpcjax.values", "hpcjax.values.errors", "hpcjax.values.voice", "hpcjax.cli",
+             "hpcjax.cli.parsing", "hpcjax.cli.verbs"}
+COMMON = HELP_ONLY | {"hpcjax.protocol", "hpcjax.cli.options", "hpcjax.protocol.contract", "hpcjax.protocol.envnames", "hpcjax.values.errors", "hpcjax.values.jobid",
           "hpcjax.protocol.timeouts", "hpcjax.values.validate", "hpcjax.values.shellword", "hpcjax.job", "hpcjax.job.spec",
           "hpcjax.job.extras", "hpcjax.job.after", "hpcjax.job.envvars", "hpcjax.job.walltime", "hpcjax.containers",
           "hpcjax.containers.binds", "hpcjax.values.voice",
@@ -41,6 +44,7 @@ ALLOWED = {
     "runs": COMMON | FOLLOW | CATALOG | LOCAL | {"hpcjax.cli.runs"},
     "status": COMMON | FOLLOW | CATALOG | LOCAL | JOB_VERBS,
     "logs": COMMON | FOLLOW | CATALOG | LOCAL | JOB_VERBS,
+    "--help": HELP_ONLY,
 }
 HEAVY = ("jax", "jaxlib", "numpy", "submitit", "optax", "orbax", "jinja2")  # jinja2: render's alone
 
@@ -68,15 +72,17 @@ def local_job(tmp_path_factory):
 def test_each_everyday_verb_imports_its_named_modules_and_nothing_heavy(local_job, verb):
     work, env, job = local_job
     argv = {"render": ["render", "--nodes", "2", "--gpus-per-node", "4", "--", "python", "t.py"],
-            "runs": ["runs"], "status": ["status", job], "logs": ["logs", job]}[verb]
-    done = subprocess.run([sys.executable, "-c", DUMP, *argv], cwd=work, env=env, capture_output=True, text=True,
+            "runs": ["runs"], "status": ["status", job], "logs": ["logs", job], "--help": ["--help"]}[verb]
+    dump = DUMP.replace("code = main(sys.argv[1:])", "try:\n    code = main(sys.argv[1:])\nexcept SystemExit as end:"
+                        "\n    code = end.code") if verb == "--help" else DUMP  # argparse's --help exits
+    done = subprocess.run([sys.executable, "-c", dump, *argv], cwd=work, env=env, capture_output=True, text=True,
                           timeout=120)
     assert done.returncode == 0, done.stderr
     modules = set(done.stderr.split())
     ours = {m for m in modules if m == "hpcjax" or m.startswith("hpcjax.")}
     runtimes = {m for m in ours if m.startswith("hpcjax.containers.runtimes")}
     assert ours - runtimes - ALLOWED[verb] == set(), f"`hpcjax {verb}` imports more than its list"
-    assert "hpcjax.cli.jobs" in ours or verb == "runs"  # the verb's own module was loaded
+    assert "hpcjax.cli.jobs" in ours or verb in ("runs", "--help")  # the verb's own module was loaded
     heavy = {m.split(".")[0] for m in modules} & set(HEAVY)
     assert heavy == ({"jinja2"} if verb == "render" else set()), heavy
 
@@ -115,3 +121,20 @@ def test_compiled_templates_are_kept_and_a_cache_that_cannot_be_used_is_no_error
     script._environment.cache_clear()
     assert script.render_sbatch(job_spec(["python", "t.py"])) == first
     script._environment.cache_clear()
+
+
+def test_every_verb_of_the_table_is_added_by_its_module_with_its_line():
+    """`hpcjax --help` lists the verbs from the table without their modules; each module adds its
+    verbs with the table's line (hpcjax.cli.verbs is its one owner)."""
+    import argparse
+
+    from hpcjax.cli import build_parser, listing_parser
+    from hpcjax.cli.verbs import HELP, VERBS
+
+    [listed] = [a for a in listing_parser()._actions if isinstance(a, argparse._SubParsersAction)]
+    assert {a.dest: a.help for a in listed._choices_actions} == HELP
+    for verb in VERBS:
+        [sub] = [a for a in build_parser(verb)._actions if isinstance(a, argparse._SubParsersAction)]
+        assert verb in sub.choices, verb
+        [line] = [a.help for a in sub._choices_actions if a.dest == verb]
+        assert line == HELP[verb], verb
