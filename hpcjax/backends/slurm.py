@@ -17,7 +17,7 @@ from hpcjax.values.voice import say
 # A dry run asks the scheduler once, briefly: a controller that does not answer leaves the script shown.
 ESTIMATE_TIMEOUT_S = 10.0
 from hpcjax.values import jobid
-from hpcjax.slurm import commands, controller, enforce, holds, inhold
+from hpcjax.slurm import commands, controller, holds, inhold
 from hpcjax.slurm.job import SlurmRun
 from hpcjax.slurm.status import parse_attempts
 
@@ -119,7 +119,7 @@ class SlurmBackend(Backend):
     def _check_fits(self, sub, probe) -> None:
         """The partition and the QOS can ever run the job (hpcjax.slurm.fit); an answer that did not come
         leaves that check to SLURM."""
-        from hpcjax.slurm import fit, site
+        from hpcjax.slurm import enforce, fit, site  # the site's rules: a submission's check only
 
         code, text = probe.answer("partitions")
         partitions = site.read_partitions(text) if code == 0 else []

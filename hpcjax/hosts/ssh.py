@@ -14,7 +14,6 @@ modules set in the login profile are there, as in an interactive login.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 import re
 import shlex
@@ -89,6 +88,8 @@ class SshHost:
     def __init__(self, destination: str, options: tuple[str, ...] = ()) -> None:
         check_destination(destination)
         self.destination, self.options = destination, tuple(options)
+        import hashlib  # only where a connection is made
+
         digest = hashlib.sha1("\0".join((destination,) + self.options).encode()).hexdigest()[:12]
         self.key = f"ssh-{digest}"  # one shared connection, and one Slurm watcher, per (destination, options)
         self.name = f"{destination} (over SSH)"

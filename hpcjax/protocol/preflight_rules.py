@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import math
 import re
-import statistics
 from dataclasses import dataclass
 
 from hpcjax.values.errors import ConfigError
@@ -66,6 +65,8 @@ def reason_of(summary: str, node: str) -> str:
 
 
 def median_of(values: list[float]) -> float:
+    import statistics  # not on the login side's path (`hpcjax status` imports this module)
+
     return statistics.median(values) if values else 0.0
 
 
@@ -86,6 +87,8 @@ def verdict(ranks: list[dict], pairs: list[dict], floors: Floors, seconds: float
             problems[r["node"]].append(f"rank {r['rank']} has {r['devices']} device(s), the job asked for "
                                        f"{r['expected']} per process")
     kinds = [k for r in ranks for k in r["kinds"]]
+    import statistics
+
     usual = statistics.mode(kinds) if kinds else ""
     for r in ranks:
         odd = sorted(set(r["kinds"]) - {usual})
