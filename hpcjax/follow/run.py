@@ -27,10 +27,12 @@ from hpcjax.values.voice import say
 from hpcjax.follow.ranklogs import RankLogs
 
 STILL_EVERY_S = 30.0  # while nothing changes, say so this often
-# The waits before the polls that follow a submission or a change of state, then poll_s: on an idle
-# cluster a job starts within a second of its submission, and a 2 s poll added a second on average
-# to each start and end seen (a job of `true`: 3.7 s from submission to COMPLETED, the job itself 1.4 s).
-SOON_S = (0.25, 0.5, 0.5, 1.0, 1.0)
+# The waits before the polls that follow the batch script's line for an attempt that ended (its
+# state changes once the script exits, within a second), then poll_s: a 2 s poll added a second on
+# average to each end seen (a job of `true`: 3.7 s from submission to COMPLETED, the job itself 1.4 s).
+# Only then: each poll is a squeue and a sacct (slurmdbd, its database), and quick polls after every
+# change of state made the suite's SLURM daemons busier.
+SOON_S = (0.25, 0.5, 1.0)
 WATCH_S = 0.1  # how often the attempts log (a stat of a file on this machine) is looked at between polls
 RECONNECT_S = (2, 4, 8, 15, 30)  # waits between tries after a lost connection (then every 30 s)
 
@@ -109,12 +111,10 @@ class Run:
         """Follow the job to its end, a line on stderr for each change of state (and every
         30 s while nothing changes); return its Outcome. `detail()`, if given, adds what the
         job itself says (its latest report) to each line."""
-        last, last_print, started, last_state, since_change = None, 0.0, time.monotonic(), None, 0
+        last, last_print, started, soon = None, 0.0, time.monotonic(), 0
         while True:
             state, shown = self.poll_surviving()
             now = time.monotonic()
-            since_change = 0 if state != last_state else since_change + 1
-            last_state = state
             if progress and (shown != last or now - last_print >= STILL_EVERY_S):
                 still = "still " if shown == last else ""
                 more = detail() if detail and state == "RUNNING" else ""
@@ -123,14 +123,16 @@ class Run:
             if state in FINISHED_STATES:
                 self._outcome = self._outcome or self._ended(state)
                 return self._outcome
-            if self.pause(since_change):
-                last_state = None  # the attempt ended: its state changes in a moment, look soon
+            if self.pause(soon):
+                soon = len(SOON_S)  # the attempt ended: its state changes in a moment, look soon
+            else:
+                soon = max(0, soon - 1)
 
-    def pause(self, polls_since_change: int) -> bool:
-        """Wait before the next poll: briefly soon after a change (SOON_S), then poll_s. Where the
-        job's files are on this machine, the batch script's line for an attempt that ended cuts
+    def pause(self, soon: int = 0) -> bool:
+        """Wait before the next poll: poll_s, or with `soon` quick polls left, SOON_S's next. Where
+        the job's files are on this machine, the batch script's line for an attempt that ended cuts
         the wait short (True): its state changes as soon as the script exits."""
-        wait = min(SOON_S[polls_since_change] if polls_since_change < len(SOON_S) else self.poll_s, self.poll_s)
+        wait = min(SOON_S[len(SOON_S) - soon] if soon else self.poll_s, self.poll_s)
         if self.host.remote or wait <= WATCH_S:
             time.sleep(wait)
             return False

@@ -179,25 +179,34 @@ def scripted_run(tmp_path, states, remote=False):
     return run
 
 
-def test_polls_come_soon_after_a_change_then_every_poll_s(tmp_path, monkeypatch):
+def test_polls_come_every_poll_s_and_soon_only_after_an_attempts_line(tmp_path, monkeypatch):
+    """Each poll is a squeue and a sacct: quick ones only once the batch script wrote its attempt's
+    end (the state changes as the script exits), never after each change of state."""
     from hpcjax.follow import run as follow_run
+    asked, lines = [], iter([False, False, True, False, False, False, False, False])
+    run = scripted_run(tmp_path, ["PENDING", "RUNNING"] + ["RUNNING"] * 6 + ["COMPLETED"])
+    monkeypatch.setattr(run, "pause", lambda soon: asked.append(soon) or next(lines))
+    assert run.wait(progress=False).state == "COMPLETED"
+    assert asked == [0, 0, 0, 3, 2, 1, 0, 0]  # the quick polls left, after the third pause saw the line
     slept = []
     monkeypatch.setattr(follow_run.time, "sleep", slept.append)
-    run = scripted_run(tmp_path, ["PENDING", "RUNNING"] + ["RUNNING"] * 7 + ["COMPLETED"], remote=True)
-    assert run.wait(progress=False).state == "COMPLETED"
-    # PENDING, then RUNNING: each first looked at again after 0.25 s, then backing off to poll_s
-    assert slept == [0.25, 0.25, 0.5, 0.5, 1.0, 1.0, 2.0, 2.0, 2.0]
+    far = scripted_run(tmp_path, ["RUNNING"], remote=True)  # no files here to watch: the waits alone
+    for soon in (0, 3, 2, 1):
+        assert far.pause(soon) is False
+    assert slept == [2.0, 0.25, 0.5, 1.0]
 
 
 def test_the_attempts_line_of_a_job_on_this_machine_ends_the_pause_at_once(tmp_path):
     import threading
     import time
+
+    from hpcjax.follow.run import SOON_S
     run = scripted_run(tmp_path, ["RUNNING"])
     attempts = tmp_path / "77-attempts.jsonl"
     threading.Timer(0.3, lambda: attempts.write_text('{"attempt": 1, "ended": "completed"}\n')).start()
     started = time.monotonic()
-    assert run.pause(10) is True  # a pause of poll_s (2 s), cut short
+    assert run.pause() is True  # a pause of poll_s (2 s), cut short
     assert time.monotonic() - started < 1.5
     started = time.monotonic()
-    assert run.pause(0) is False  # nothing written: the whole (short) pause
+    assert run.pause(len(SOON_S)) is False  # nothing written: the whole (short) pause
     assert 0.2 <= time.monotonic() - started < 1.0
