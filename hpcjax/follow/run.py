@@ -30,8 +30,8 @@ STILL_EVERY_S = 30.0  # while nothing changes, say so this often
 # The waits before the polls that follow the batch script's line for an attempt that ended (its
 # state changes once the script exits, within a second), then poll_s: a 2 s poll added a second on
 # average to each end seen (a job of `true`: 3.7 s from submission to COMPLETED, the job itself 1.4 s).
-# Only then: each poll is a squeue and a sacct (slurmdbd, its database), and quick polls after every
-# change of state made the suite's SLURM daemons busier.
+# Only then: each poll is a squeue and a sacct (slurmdbd and its database); quick polls after every
+# change of state would add several per job for every user of a shared controller.
 SOON_S = (0.25, 0.5, 1.0)
 WATCH_S = 0.1  # how often the attempts log (a stat of a file on this machine) is looked at between polls
 RECONNECT_S = (2, 4, 8, 15, 30)  # waits between tries after a lost connection (then every 30 s)
