@@ -15,6 +15,7 @@ docs/slurm-versions.md, each with its test here or in test_release_differences.p
 from __future__ import annotations
 
 import json
+import re
 import sys
 import time
 
@@ -168,7 +169,8 @@ def test_each_task_is_bound_to_its_own_gpus_typed_or_not(release, release_cluste
     logs = hpcjax_on(release, "logs", typed.stdout.split()[0], cwd=tmp_path).stdout
     assert "rank 0 on node3 sees 0\n" in logs and "rank 1 on node3 sees 1\n" in logs, logs
     logs = hpcjax_on(release, "logs", pairs.stdout.split()[0], cwd=tmp_path).stdout
-    assert "rank 0 on node1 sees 0,1\n" in logs and "rank 1 on node1 sees 2,3\n" in logs, logs
+    # on whichever gpu node is free (on 22.05, the dev cluster the other tests share, node1 may not be)
+    assert re.search(r"rank 0 on (node[12]) sees 0,1\n(?:.*\n)*?.*rank 1 on \1 sees 2,3\n", logs), logs
 
 
 @per_release
