@@ -39,6 +39,16 @@ def wait_records(run_dir, count: int, timeout: float = 300) -> int:
     return len(records(run_dir))
 
 
+def wait_until(check, timeout: float = 120.0, every_s: float = 1.0):
+    """check()'s first true answer, asked every every_s seconds; AssertionError after timeout."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if (found := check()):
+            return found
+        time.sleep(every_s)
+    raise AssertionError("timed out")
+
+
 def not_blank(png) -> bool:
     from matplotlib.image import imread
 

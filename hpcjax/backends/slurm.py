@@ -17,7 +17,7 @@ from hpcjax.values.voice import say
 # A dry run asks the scheduler once, briefly: a controller that does not answer leaves the script shown.
 ESTIMATE_TIMEOUT_S = 10.0
 from hpcjax.values import jobid
-from hpcjax.slurm import commands, controller, holds, inhold
+from hpcjax.slurm import commands, controller, dependencies, holds, inhold
 from hpcjax.slurm.job import SlurmRun
 from hpcjax.slurm.status import parse_attempts
 
@@ -42,8 +42,7 @@ class SlurmBackend(Backend):
         there = [path for path, on_cluster in sub.data if on_cluster]
         asks = {}
         if sub.spec.after:
-            jobs = [job for job, _ in sub.spec.after]
-            asks.update(after_accounting=commands.states(jobs), after_queue=commands.queue_ids(jobs))
+            asks.update(dependencies.asks(sub.spec.after))
         if sub.spec.array:
             asks["config"] = commands.config()
         if sub.spec.exclude and not sub.spec.on:
@@ -74,22 +73,7 @@ class SlurmBackend(Backend):
             raise SlurmNotFound("SLURM is not installed on this machine (no `sbatch` on the PATH)",
                                 "run `hpcjax submit` on the cluster's login node, or on this machine's CPU with "
                                 "--backend local")
-        known = {line.split("|")[0].strip() for name in ("after_accounting", "after_queue")
-                 for line in probe.answer(name)[1].splitlines() if line.strip()}
-        ended = {parts[0].strip(): parts[1].split()[0] for line in probe.answer("after_accounting")[1].splitlines()
-                 if len(parts := line.split("|")) > 1 and parts[1].strip()}
-        queued = {line.strip() for line in probe.answer("after_queue")[1].splitlines() if line.strip()}
-        for job, when in sub.spec.after:
-            if job not in known:
-                raise UsageError(f"--after {job}:{when}: SLURM on {where} knows no job {job}",
-                                 "give the id `hpcjax submit` printed (`hpcjax runs` lists them); SLURM would drop a "
-                                 "dependency on an unknown job and start this one at once")
-            state = ended.get(job, "")
-            if when == "ok" and job not in queued and state in FINISHED_STATES and state != "COMPLETED":
-                raise UsageError(f"--after {job}:ok: job {job} has already ended {state}, so this job could never "
-                                 "start (SLURM would cancel it at once)",
-                                 f"run it after any ending with --after {job}:any, fix and rerun job {job} first, "
-                                 "or drop --after")
+        dependencies.check(sub.spec.after, probe, sub.cluster.name)
         self._check_excluded(sub, probe)
         self._check_fits(sub, probe)
         most = controller.config_values(probe.answer("config")[1]).get("MaxArraySize", "")
@@ -178,6 +162,8 @@ class SlurmBackend(Backend):
         except subprocess.TimeoutExpired:
             return None, f"sbatch --test-only gave no answer in {ESTIMATE_TIMEOUT_S:.0f} s"
         said = (done.stderr + done.stdout).strip()
+        if done.returncode != 0:
+            dependencies.check_refusal(sub.spec.after, said, sub.cluster.host())
         if done.returncode != 0 and "allocation failure" in said:  # the scheduler's verdict: sbatch would refuse
             raise SubmitError(f"sbatch --test-only refused the job ({sub.spec.layout.name}): {said}",
                               controller.slurm_on(sub.cluster.host()).refusal_hint(said))
@@ -293,3 +279,4 @@ class SlurmBackend(Backend):
                                      overlap=run.slurm.has("srun", "--overlap"))
         done = run.host.run(argv, timeout=120)
         return done.stdout, done.stderr
+

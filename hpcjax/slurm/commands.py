@@ -34,9 +34,10 @@ def queue(job_ids) -> list[str]:
     return ["squeue", "-h", "-r", "-t", "all", "-j", ",".join(jobid.bases(job_ids)), "-o", QUEUE_FIELDS]
 
 
-def queue_ids(job_ids) -> list[str]:
-    """The ids of these jobs (or elements) the controller knows now, one a line."""
-    return ["squeue", "-h", "-j", ",".join(job_ids), "-o", "%i"]
+def queue_states(job_ids) -> list[str]:
+    """The controller's `ID|STATE` of these jobs (or elements), those that ended within MinJobAge too: it
+    knows an ending before accounting does (slurmdbd's record can lag seconds behind under load)."""
+    return ["squeue", "-h", "-t", "all", "-j", ",".join(job_ids), "-o", "%i|%T"]
 
 
 def own_id(element: str) -> list[str]:

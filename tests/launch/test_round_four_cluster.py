@@ -11,11 +11,11 @@ import re
 import subprocess
 import sys
 import threading
-import time
 
 import pytest
 
 from conftest import run_hpcjax
+from support import wait_until
 
 pytestmark = pytest.mark.cluster
 
@@ -24,15 +24,6 @@ ONE_GPU = ["--nodes", "1", "--gpus-per-node", "1", "--time", "5"]
 
 def squeue_ids(job: str) -> list[str]:
     return subprocess.run(["squeue", "-h", "-r", "-j", job, "-o", "%i"], capture_output=True, text=True).stdout.split()
-
-
-def wait_until(check, timeout: float = 120.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if (found := check()):
-            return found
-        time.sleep(1.0)
-    raise AssertionError("timed out")
 
 
 def test_a_sweep_is_followed_and_cancelled_by_the_id_submit_printed(tmp_path, slurm_cluster, hpcjax_home):

@@ -6,9 +6,10 @@ tests/launch/test_sweeps_chains.py."""
 
 from __future__ import annotations
 
-import subprocess
-
 import json
+import os
+import shutil
+import subprocess
 import sys
 
 import pytest
@@ -16,7 +17,7 @@ import pytest
 from conftest import run_hpcjax
 from hpcjax.launch import attach
 from hpcjax.slurm.controller import run_slurm
-from support import MODEL
+from support import MODEL, wait_until
 
 pytestmark = pytest.mark.cluster
 
@@ -46,8 +47,10 @@ def test_a_2x2_sweep_is_one_array_of_four_with_values_and_losses(tmp_path, slurm
     assert losses == sorted(losses)  # which setting won comes first
 
 
-def link(cwd, name: str, code: int, *after: str) -> str:
-    program = f"import sys, time; time.sleep(2); print('{name} ran'); sys.exit({code})"
+def link(cwd, name: str, code: int, *after: str, gate: str = "") -> str:
+    """A job of the chain: it waits for the gate file (when given), then for 2 s, then ends with code."""
+    wait = f"while not os.path.exists({gate!r}): time.sleep(0.2)\n" if gate else ""
+    program = f"import os, sys, time\n{wait}time.sleep(2); print('{name} ran'); sys.exit({code})"
     done = run_hpcjax("submit", "-J", name, *[a for job in after for a in ("--after", job)], "--",
                       sys.executable, "-c", program, cwd=cwd)
     assert done.returncode == 0, done.stderr
@@ -55,9 +58,13 @@ def link(cwd, name: str, code: int, *after: str) -> str:
 
 
 def test_a_chain_whose_second_link_fails_cancels_the_third_with_the_reason(tmp_path, slurm_cluster, hpcjax_home):
-    first = link(tmp_path, "first", 0)
+    # the chain starts once all three are queued: under load, a second link that failed before the third was
+    # submitted had the third refused (test_after_a_job_that_already_failed_is_refused_...), not cancelled
+    gate = tmp_path / "go"
+    first = link(tmp_path, "first", 0, gate=str(gate))
     second = link(tmp_path, "second", 3, first)
     third = link(tmp_path, "third", 0, second)
+    gate.touch()
     outcome = attach(third).wait(progress=False)
     assert outcome.state == "CANCELLED", outcome.report()
     assert f"not started: job {second} failed (--after {second}:ok), so SLURM cancelled this one" in outcome.report()
@@ -86,3 +93,47 @@ def test_after_a_job_slurm_does_not_know_is_refused_before_sbatch(tmp_path, slur
     assert done.stdout == ""
     listed = subprocess.run(["squeue", "-h", "-n", "never-runs"], capture_output=True, text=True)
     assert listed.stdout.strip() == ""
+
+
+def failed_job(tmp_path) -> str:
+    """A job that failed a moment ago, as the controller has it (squeue -t all says FAILED)."""
+    job = run_slurm(["sbatch", "--parsable", "-o", str(tmp_path / "failed-%j.out"), "--wrap", "exit 3"]).strip()
+    wait_until(lambda: run_slurm(["squeue", "-h", "-t", "all", "-j", job, "-o", "%T"]).strip() == "FAILED")
+    return job
+
+
+def lagging_accounting(tmp_path, squeue_first: str = "") -> dict:
+    """PATH with a `sacct` that knows nothing yet, as slurmdbd under load (seconds behind the controller),
+    and, given squeue_first, a `squeue` whose first answer is that (the controller's view a moment earlier);
+    every other command, sbatch --test-only included, is SLURM's own. The stand-ins are the lag only."""
+    shims = tmp_path / "shims"
+    shims.mkdir()
+    (shims / "sacct").write_text("#!/bin/sh\nexit 0\n")
+    if squeue_first:
+        real = shutil.which("squeue")
+        (shims / "squeue").write_text(f'#!/bin/sh\nif [ ! -e "{shims}/asked" ]; then touch "{shims}/asked"; '
+                                      f'echo "{squeue_first}"; exit 0; fi\nexec {real} "$@"\n')
+    for shim in shims.iterdir():
+        shim.chmod(0o755)
+    return {"PATH": f"{shims}:{os.environ['PATH']}"}
+
+
+def test_after_a_job_that_already_failed_is_refused_though_accounting_lags(tmp_path, slurm_cluster, hpcjax_home):
+    """CI's failure of the chain test, reproduced: the second link had failed, the controller knew it,
+    accounting did not yet; the check let it through and sbatch --test-only answered "allocation failure:
+    Requested operation is presently disabled" (SLURM cancels at once a job whose :ok dependency failed)."""
+    job = failed_job(tmp_path)
+    done = run_hpcjax("submit", "--after", job, "--", "true", cwd=tmp_path, env=lagging_accounting(tmp_path))
+    assert done.returncode == 2 and f"--after {job}:ok: job {job} has already ended FAILED" in done.stderr, done.stderr
+    assert f"--after {job}:any" in done.stderr and done.stdout == ""
+
+
+def test_after_a_job_that_failed_during_the_check_is_refused_with_its_state(tmp_path, slurm_cluster, hpcjax_home):
+    """The same job seen by the check while it was still completing (squeue's first answer), its end not
+    yet in accounting: SLURM's own sbatch --test-only refuses it, and the refusal names the job and how it ended."""
+    job = failed_job(tmp_path)
+    done = run_hpcjax("submit", "--after", job, "--", "true", cwd=tmp_path,
+                      env=lagging_accounting(tmp_path, squeue_first=f"{job}|COMPLETING"))
+    assert done.returncode == 2, done.stderr
+    assert f"job {job} has already ended FAILED" in done.stderr and "presently disabled" in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr and done.stdout == ""
