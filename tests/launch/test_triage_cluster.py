@@ -85,13 +85,14 @@ def test_the_warning_kills_a_3_minute_program_that_does_not_catch_it_and_a_1_min
     minute earlier): a program that does not catch it ends on it, said as such. Issue 44: a job of
     2 minutes or less gets no warning (SLURM sent it at once and killed the job after 8 s); a
     program that does not catch USR2 runs to its limit. The two jobs wait out their limits together,
-    on one GPU per node each: together they leave half the dev cluster's GPUs to other tests."""
+    on the a100 partition's node (a GPU each): on the default partition, a job of the whole cluster
+    submitted meanwhile waited for them, and every job behind it (CI 9: up to 140 s each)."""
     warned, limited = tmp_path / "warned", tmp_path / "limited"
     started = []
     for minutes, where in (("3", warned), ("1", limited)):
         where.mkdir()
-        started.append(start_hpcjax("submit", "--nodes", "2", "--gpus-per-node", "1", "--wait", "--time", minutes,
-                                    "--", "sleep", "600", cwd=where))
+        started.append(start_hpcjax("submit", "--partition", "a100", "--nodes", "1", "--gpus-per-node", "1",
+                                    "--wait", "--time", minutes, "--", "sleep", "600", cwd=where))
     three, one = started
 
     result, causes = collected(three.result(timeout=400), warned)
