@@ -91,14 +91,12 @@ def test_the_jobs_exit_status_is_bare_pythons_every_way_a_program_ends(tmp_path,
         assert [a["exit_code"] for a in run.attempts()] == [bare(how)], (how, run.attempts())
 
 
-@pytest.mark.serial  # every GPU of the dev cluster ten times over: beside the suite, every job queued behind them
+@WHOLE_CLUSTER_IN_TURN
 def test_the_usual_shape_ends_within_seconds_ten_times_in_a_row(tmp_path, slurm_cluster, hpcjax_home):
     """The issue's test: 2 nodes x 4 ranks per node, 10 jobs one after the other (each takes every
     GPU of the dev cluster), every one COMPLETED with exit 0 within 20 s of its last line. All ten
     are submitted at once: SLURM runs them one after the other, each as soon as the one before
-    has ended (no submission and polling between them). Alone, after the main run: in it, the ten
-    held the cluster for about two minutes, and every other test's job queued behind them (CI 9:
-    about 1,000 s of other jobs' queue time in those minutes)."""
+    has ended (no submission and polling between them)."""
     runs = [job(tmp_path, 2, 4) for _ in range(10)]
     for run in runs:
         outcome = run.wait(progress=False)
