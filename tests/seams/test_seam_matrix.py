@@ -159,6 +159,11 @@ def release_others(target, started: Started) -> None:
 
 
 # --- follow-ups: while the job runs ----------------------------------------------------------------
+# Each look is a command line (a Python start, and squeue and sacct for status: 0.1-0.3 s of CPU):
+# every second, three cells waiting at once took a good part of a core from the jobs they wait for.
+POLL_S = 2.0
+
+
 def wait_running(t, job: str, timeout: float = 300) -> None:
     deadline = time.monotonic() + timeout
     while True:
@@ -167,7 +172,7 @@ def wait_running(t, job: str, timeout: float = 300) -> None:
         if state == "RUNNING":
             return
         assert time.monotonic() < deadline and state in ("PENDING", "REQUEUED") or "knows no job" in state, state
-        time.sleep(1)
+        time.sleep(POLL_S)
 
 
 def wait_said(t, started: Started, words: str, ranks: int = RANKS, timeout: float = 300) -> None:
@@ -178,7 +183,7 @@ def wait_said(t, started: Started, words: str, ranks: int = RANKS, timeout: floa
         if logs.returncode == 0 and len({m for m in re.findall(rf"\[rank (\d+) [^\]]*\].*{words}", logs.stdout)}) >= ranks:
             return
         assert time.monotonic() < deadline, (logs.stdout[-2000:], logs.stderr[-2000:])
-        time.sleep(1)
+        time.sleep(POLL_S)
 
 
 def watch(t, started: Started) -> None:
