@@ -22,18 +22,34 @@ def asks(after) -> dict:
 
 
 def check(after, probe, where: str) -> None:
-    """UsageError for a dependency on a job SLURM does not know, or on an :ok ending already missed."""
+    """UsageError for a dependency on a job SLURM does not know, or on an :ok ending already missed.
+    A job array's id stands for its elements (squeue and sacct list those, not the array, once it runs):
+    it has ended when every element has, as the first of them that did not complete."""
     rows = {name: _states(probe.answer(name)[1]) for name in ("after_accounting", "after_queue")}
     for job, when in after:
-        if job not in rows["after_accounting"] and job not in rows["after_queue"]:
+        queue, accounting = _of(job, rows["after_queue"]), _of(job, rows["after_accounting"])
+        if not queue and not accounting:
             raise UsageError(f"--after {job}:{when}: SLURM on {where} knows no job {job}",
                              "give the id `hpcjax submit` printed (`hpcjax runs` lists them); SLURM would drop a "
                              "dependency on an unknown job and start this one at once")
-        state = rows["after_queue"].get(job, "")
-        if state in ("", STILL_ENDING):
-            state = rows["after_accounting"].get(job, "")
-        if when == "ok" and state in FINISHED_STATES and state != "COMPLETED":
-            raise UsageError(*_refusal(job, state))
+        states = {**accounting, **{key: state for key, state in queue.items() if state != STILL_ENDING}}
+        missed = _missed(job, states)
+        if when == "ok" and missed and all(state in FINISHED_STATES for state in states.values()):
+            raise UsageError(*_refusal(job, missed))
+
+
+def _of(job: str, states: dict[str, str]) -> dict[str, str]:
+    """The rows of job: its own, or, for a job array's id, its elements' (`ID_N`, `ID_[N-M]`)."""
+    return {key: state for key, state in states.items() if key == job or key.startswith(f"{job}_")}
+
+
+def _missed(job: str, states: dict[str, str]) -> str:
+    """How job (or the first of its elements) ended otherwise than COMPLETED; "" if none did."""
+    missed = sorted((key, state) for key, state in states.items() if state in FINISHED_STATES and state != "COMPLETED")
+    if not missed:
+        return ""
+    key, state = missed[0]
+    return state if key == job else f"{state} (its element {key})"
 
 
 def check_refusal(after, said: str, host) -> None:
@@ -44,10 +60,11 @@ def check_refusal(after, said: str, host) -> None:
     if not waits_ok or "presently disabled" not in said:
         return
     now = _states(host.run(commands.queue_states(waits_ok), timeout=10).stdout)
-    ended = [(job, state) for job, state in now.items()
-             if job in waits_ok and state in FINISHED_STATES and state != "COMPLETED"]
-    job, state = ended[0] if ended else (" or ".join(waits_ok), "otherwise than COMPLETED")
-    raise UsageError(*_refusal(job, state, said))
+    for job in waits_ok:
+        missed = _missed(job, _of(job, now))
+        if missed:
+            raise UsageError(*_refusal(job, missed, said))
+    raise UsageError(*_refusal(" or ".join(waits_ok), "otherwise than COMPLETED", said))
 
 
 def _states(text: str) -> dict[str, str]:

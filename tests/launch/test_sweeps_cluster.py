@@ -137,3 +137,22 @@ def test_after_a_job_that_failed_during_the_check_is_refused_with_its_state(tmp_
     assert done.returncode == 2, done.stderr
     assert f"job {job} has already ended FAILED" in done.stderr and "presently disabled" in done.stderr, done.stderr
     assert "Traceback" not in done.stderr and done.stdout == ""
+
+
+def test_after_a_sweep_that_ended_is_known_by_its_elements_and_a_failed_one_named(tmp_path, slurm_cluster,
+                                                                                  hpcjax_home):
+    """Once a job array has run, squeue and sacct list its elements, not its id: `--after ARRAY` was
+    refused as "SLURM knows no job" (found trying a chain after a sweep). Ended, with element 1 failed:
+    :any is taken, :ok refused with the element that failed (SLURM's afterok needs every element)."""
+    done = run_hpcjax("submit", "--wait", "--nodes", "1", "--gpus-per-node", "1", "--sweep", "code=0,3", "--",
+                      "bash", "-c", "exit {code}", cwd=tmp_path)
+    assert done.returncode != 0, done.stderr
+    array = done.stdout.split()[0]
+    after_any = run_hpcjax("submit", "--after", f"{array}:any", "--nodes", "1", "--gpus-per-node", "1", "--",
+                           "true", cwd=tmp_path)
+    assert after_any.returncode == 0, after_any.stderr
+    assert attach(after_any.stdout.split()[0]).wait(progress=False).ok
+    refused = run_hpcjax("submit", "--after", array, "--", "true", cwd=tmp_path)
+    assert refused.returncode == 2, refused.stderr
+    assert f"--after {array}:ok: job {array} has already ended FAILED (its element {array}_1)" in refused.stderr
+    assert refused.stdout == ""
