@@ -23,8 +23,9 @@ def asks(after) -> dict:
 
 def check(after, probe, where: str) -> None:
     """UsageError for a dependency on a job SLURM does not know, or on an :ok ending already missed.
-    A job array's id stands for its elements (squeue and sacct list those, not the array, once it runs):
-    it has ended when every element has, as the first of them that did not complete."""
+    A job array's id stands for its elements (squeue and sacct list those, not the array, once it runs).
+    SLURM's afterok on an array waits for every element, then fails if one did not complete: one that
+    has already failed is refused here, though others still run (the job could only be cancelled)."""
     rows = {name: _states(probe.answer(name)[1]) for name in ("after_accounting", "after_queue")}
     for job, when in after:
         queue, accounting = _of(job, rows["after_queue"]), _of(job, rows["after_accounting"])
@@ -34,7 +35,7 @@ def check(after, probe, where: str) -> None:
                              "dependency on an unknown job and start this one at once")
         states = {**accounting, **{key: state for key, state in queue.items() if state != STILL_ENDING}}
         missed = _missed(job, states)
-        if when == "ok" and missed and all(state in FINISHED_STATES for state in states.values()):
+        if when == "ok" and missed:
             raise UsageError(*_refusal(job, missed))
 
 

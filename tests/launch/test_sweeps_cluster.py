@@ -156,3 +156,24 @@ def test_after_a_sweep_that_ended_is_known_by_its_elements_and_a_failed_one_name
     assert refused.returncode == 2, refused.stderr
     assert f"--after {array}:ok: job {array} has already ended FAILED (its element {array}_1)" in refused.stderr
     assert refused.stdout == ""
+
+
+def test_after_a_sweep_one_of_whose_elements_failed_is_refused_while_the_others_run(tmp_path, slurm_cluster,
+                                                                                   hpcjax_home):
+    """SLURM's afterok on an array waits for every element and then cancels the job if one failed:
+    with element 1 failed and element 0 still running, `--after ARRAY` could only be cancelled."""
+    done = run_hpcjax("submit", "--nodes", "1", "--gpus-per-node", "1", "--sweep", "code=0,3", "--",
+                      "bash", "-c", "[ {code} = 0 ] && sleep 120; exit {code}", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    array = done.stdout.split()[0]
+    try:
+        wait_until(lambda: run_slurm(["squeue", "-h", "-t", "all", "-j", f"{array}_1", "-o", "%T"]).strip() == "FAILED"
+                   and run_slurm(["squeue", "-h", "-j", f"{array}_0", "-o", "%T"]).strip() == "RUNNING")
+        refused = run_hpcjax("submit", "--after", array, "--", "true", cwd=tmp_path)
+        assert refused.returncode == 2, refused.stderr
+        # named by its element, or by the array's own id: accounting may have the failed element's row as
+        # the array's for a moment (the array's record is the last element SLURM started)
+        assert f"--after {array}:ok: job {array} has already ended FAILED" in refused.stderr, refused.stderr
+        assert refused.stdout == ""
+    finally:
+        run_hpcjax("cancel", array, cwd=tmp_path)
