@@ -31,6 +31,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import forkserver
 import pytest
 
 TESTS = Path(__file__).resolve().parent
@@ -349,10 +350,10 @@ def developer_script(name: str):
 
 
 def run_hpcjax(*args: str, cwd: Path | None = None, env: dict | None = None, timeout: float = 300):
-    """Run the hpcjax command as a user would (through the interpreter, so a fresh
-    machine's PATH need not know the console script yet)."""
-    return subprocess.run([sys.executable, "-m", "hpcjax", *args], capture_output=True, text=True, cwd=cwd,
-                          env={**os.environ, **(env or {})}, timeout=timeout)
+    """Run the hpcjax command as a user would (`python -m hpcjax`, so a fresh machine's PATH need not
+    know the console script yet), forked from a warm Python with hpcjax imported (tests/forkserver.py
+    says why, and when it starts a fresh interpreter instead). Answers as subprocess.run does."""
+    return forkserver.run(list(args), cwd, {**os.environ, **(env or {})}, timeout)
 
 
 def start_hpcjax(*args: str, cwd: Path | None = None, env: dict | None = None):

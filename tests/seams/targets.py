@@ -12,6 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import forkserver
+
 PROBE = Path(__file__).resolve().parent / "probe.py"
 RANKS = 2  # every cell: two ranks (on two nodes of the dev cluster, where it has them)
 # The verbs that reach a cluster (--cluster) and those that choose a backend (--backend).
@@ -58,9 +60,7 @@ class Target:
 
     # --- the same for every target ---------------------------------------------------------
     def hpcjax(self, verb: str, *args: str, timeout: float = 300, env: dict | None = None):
-        argv = [sys.executable, "-m", "hpcjax", verb, *self.options(verb), *args]
-        return subprocess.run(argv, capture_output=True, text=True, cwd=self.project, env={**self.env, **(env or {})},
-                              timeout=timeout)
+        return forkserver.run([verb, *self.options(verb), *args], self.project, {**self.env, **(env or {})}, timeout)
 
     def start(self, verb: str, *args: str, env: dict | None = None) -> subprocess.Popen:
         """A verb in the background (stdout and stderr kept apart, line by line)."""
