@@ -14,11 +14,21 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 # if it fails. The editable install is a plain path in a .pth file (setuptools' compat mode), not
 # the import hook it makes by default: every Python the suite starts (about 3,000 CLI calls and
 # ranks) looked hpcjax up through that hook, and `python -m hpcjax --help` took 109 ms, 85 ms without.
+# pytest keeps each test module's rewritten asserts in __pycache__ unless bytecode writing is off
+# (PYTHONDONTWRITEBYTECODE, set on some machines): then every worker of every tier rewrites all
+# of them again (about 1.5 s of CPU each here).
+unset PYTHONDONTWRITEBYTECODE
 install_log=$(mktemp /tmp/hpcjax-install.XXXXXX)
 echo "test.sh: installing hpcjax and its dependencies (uv, in the background)" >&2
+# Once installed, still beside the cluster's start: hpcjax compiled once for every `python -m hpcjax`
+# the tests start (with PYTHONDONTWRITEBYTECODE set, each would compile the package again), and the
+# test modules' rewritten asserts written once by a collection (on a fresh clone each worker of the
+# first tier rewrote them all, at once: 2.8 CPU-s each here); either failing only costs that time.
 { python3 -m pip install -q --disable-pip-version-check --root-user-action=ignore uv &&
   python3 -m uv pip install -q --compile-bytecode --python "$(python3 -c "import sys; print(sys.executable)")" \
-    --config-settings editable_mode=compat -e ".[test,docs]"; } >"$install_log" 2>&1 &
+    --config-settings editable_mode=compat -e ".[test,docs]" &&
+  { python3 -m compileall -q hpcjax >/dev/null; python3 -m pytest -q --collect-only -p no:cacheprovider >/dev/null || true; }
+} >"$install_log" 2>&1 &
 install_pid=$!
 # Shellcheck lints every rendered script; Charliecloud (ch-run) runs the container tests
 # for real in an image debootstrap makes (Apptainer is not installable here); headless
@@ -44,9 +54,6 @@ fi
 rm -f "$install_log"
 # pyenv only sees a new console script after a rehash.
 if command -v pyenv >/dev/null; then pyenv rehash; fi
-# Compiled once for every `python -m hpcjax` the tests start (with PYTHONDONTWRITEBYTECODE set,
-# each would compile the package again).
-python3 -m compileall -q hpcjax >/dev/null
 export SLURM_CONF=${SLURM_CONF:-${HPCJAX_DEVCLUSTER_DIR:-/var/lib/hpcjax-devcluster}/etc/slurm.conf}
 # The cheap tier first (Python alone, under a minute), so that a failure there shows at once; then
 # the rest on three workers, so at most three tests that compute share the dev cluster (four were
@@ -60,10 +67,6 @@ export SLURM_CONF=${SLURM_CONF:-${HPCJAX_DEVCLUSTER_DIR:-/var/lib/hpcjax-devclus
 # worker ran what when, kept beside the clone for the next person who makes the suite faster.
 export HPCJAX_TEST_TIMELINE=${HPCJAX_TEST_TIMELINE:-$PWD/test-timeline.jsonl}
 rm -f "$HPCJAX_TEST_TIMELINE"
-# pytest keeps each test module's rewritten asserts in __pycache__ unless bytecode writing is off
-# (PYTHONDONTWRITEBYTECODE, set on some machines): then every worker of every tier rewrites all
-# of them again (about 1.5 s of CPU each here).
-unset PYTHONDONTWRITEBYTECODE
 status=0
 counted() {  # a failing run's exit status becomes the script's; 5 is none selected (e.g. with -k)
   [ "$1" -eq 0 ] || [ "$1" -eq 5 ] || status=$1
@@ -72,9 +75,10 @@ tier() {
   python3 -m pytest "$@" || counted $?
 }
 # worksteal: a worker that runs out takes tests queued on another (with xdist's default, one worker
-# ran the last 6 s alone: 33 s against 31 s here); two workers, not three: as quick (36-40 s here
-# either way) for 56 CPU-seconds instead of 65 (the third worker's start-up), on two cores
-tier -ra -n 2 --dist worksteal -m "pure and not serial" "$@"
+# ran the last 6 s alone: 33 s against 31 s here); three workers on two cores: since the command
+# lines are forked (tests/forkserver.py) the tier computes less and waits more (on servers, locks,
+# its local jobs), and three took 27-34 s where two took 32-40 s, the same runs alternated here
+tier -ra -n 3 --dist worksteal -m "pure and not serial" "$@"
 # The other SLURM releases' clusters (20.11, 24.11, 26.05, and 24.11 as a strict site: slurm/devcluster/
 # releases.sh), each in a Debian root debootstrap makes (kept between runs), started in the background
 # once the pure tier has run (beside it, they doubled its 31 s): about 2 minutes on a bare machine, 16 s
@@ -120,7 +124,7 @@ lane_log=$(mktemp /tmp/hpcjax-waits.XXXXXX)
 HPCJAX_TEST_LANE=waits python3 -m pytest -ra -p no:cacheprovider -m "waits and not pure and not serial" "$@" \
   >"$lane_log" 2>&1 &
 lane_pid=$!
-tier -ra -n 3 --dist loadgroup -m "not pure and not serial and not waits" "$@"
+tier -ra -n 3 --dist loadgroup --no-loadscopereorder -m "not pure and not serial and not waits" "$@"
 wait "$lane_pid" || counted $?
 cat "$lane_log" && rm -f "$lane_log"
 tier -ra -m serial "$@"

@@ -96,7 +96,7 @@ def pytest_collection_modifyitems(config, items):
         item.user_properties.append(("tier", next(t for t in reversed(TIERS) if item.get_closest_marker(t))))
         if item.get_closest_marker("waits"):
             item.user_properties.append(("budget", "waits"))
-    items[:] = jax_files_spread_out(items)
+    items[:] = groups_spread_out(jax_files_spread_out(items))
 
 
 def tier_of(item) -> str:
@@ -118,7 +118,7 @@ def jax_files_spread_out(items: list) -> list:
     heavy = [tests for tests in reversed(files.values()) if sum(tier_of(t) == "jax" for t in tests) * 2 > len(tests)]
     rest = [item for tests in container_files_mid_run([tests for tests in files.values()
                                                        if not any(tests is h for h in heavy)]) for item in tests]
-    # the seam cells' groups go first whatever their place (xdist hands out the largest group first)
+    # the groups are placed afterwards (groups_spread_out)
     waiting = [i for i, item in enumerate(rest)
                if tier_of(item) in ("cluster", "container") and not item.get_closest_marker("xdist_group")]
     if not heavy or not waiting:
@@ -127,6 +127,42 @@ def jax_files_spread_out(items: list) -> list:
     for k, tests in enumerate(heavy):
         after.setdefault(waiting[(2 * k + 1) * len(waiting) // (2 * len(heavy))], []).extend(tests)
     return [item for i, ours in enumerate(rest) for item in [ours, *after.get(i, [])]]
+
+
+def group_of(item) -> str | None:
+    mark = item.get_closest_marker("xdist_group")
+    return (mark.args[0] if mark.args else mark.kwargs.get("name")) if mark else None
+
+
+# Where the groups go in the first 85 % of the run: after them, about four minutes of single tests
+# balance the workers' ends.
+GROUPS_SPAN = 0.85
+
+
+def groups_spread_out(items: list) -> list:
+    """The same tests with each xdist group (one worker runs it, in order) placed evenly over the
+    first GROUPS_SPAN of the run, the largest first and the next largest a third further on,
+    instead of all at its start. With xdist's own
+    order (--loadscopereorder: the largest groups first) the three seam groups and the release
+    groups, which mostly wait on SLURM (requeues, hang watches, other releases' clusters), held all
+    three workers for the run's first seven minutes with the CPU 20-50 % idle (vmstat, CI 13); here
+    one or two of them run at a time beside tests that compute. The test command runs the main tier
+    with --no-loadscopereorder, so that xdist hands out work in this order."""
+    units: dict[str, list] = {}
+    for item in items:
+        if group_of(item) is not None:
+            units.setdefault(group_of(item), []).append(item)
+    rest = [item for item in items if group_of(item) is None]
+    if not units or not rest:
+        return items
+    by_size = sorted(units.values(), key=len, reverse=True)
+    # dealt like cards into three piles, laid one after another: the three largest (the seam groups)
+    # come a third of the span apart, not next to each other
+    ordered = [unit for pile in range(3) for unit in by_size[pile::3]]
+    at: dict[int, list] = {}  # index in `rest` -> the groups placed before it
+    for k, unit in enumerate(ordered):
+        at.setdefault(int((k + 0.5) / len(ordered) * GROUPS_SPAN * len(rest)), []).extend(unit)
+    return [item for i, single in enumerate(rest) for item in [*at.get(i, []), single]]
 
 
 def container_files_mid_run(files: list[list]) -> list[list]:
