@@ -124,7 +124,7 @@ lane_log=$(mktemp /tmp/hpcjax-waits.XXXXXX)
 HPCJAX_TEST_LANE=waits python3 -m pytest -ra -p no:cacheprovider -m "waits and not pure and not serial" "$@" \
   >"$lane_log" 2>&1 &
 lane_pid=$!
-tier -ra -n 3 --dist loadgroup --no-loadscopereorder -m "not pure and not serial and not waits" "$@"
+tier -ra -n 3 --dist loadgroup --no-loadscope-reorder -m "not pure and not serial and not waits" "$@"
 wait "$lane_pid" || counted $?
 cat "$lane_log" && rm -f "$lane_log"
 tier -ra -m serial "$@"

@@ -143,11 +143,11 @@ def groups_spread_out(items: list) -> list:
     """The same tests with each xdist group (one worker runs it, in order) placed evenly over the
     first GROUPS_SPAN of the run, the largest first and the next largest a third further on,
     instead of all at its start. With xdist's own
-    order (--loadscopereorder: the largest groups first) the three seam groups and the release
+    order (--loadscope-reorder: the largest groups first) the three seam groups and the release
     groups, which mostly wait on SLURM (requeues, hang watches, other releases' clusters), held all
     three workers for the run's first seven minutes with the CPU 20-50 % idle (vmstat, CI 13); here
     one or two of them run at a time beside tests that compute. The test command runs the main tier
-    with --no-loadscopereorder, so that xdist hands out work in this order."""
+    with --no-loadscope-reorder, so that xdist hands out work in this order."""
     units: dict[str, list] = {}
     for item in items:
         if group_of(item) is not None:

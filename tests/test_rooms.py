@@ -282,3 +282,16 @@ def test_no_import_circle():
         if module not in state:
             circle = walk(module, [module])
             assert circle is None, " -> ".join(circle)
+
+
+# "This machine" is written one way: the Cluster value THIS_MACHINE (hpcjax.hosts.cluster), never None,
+# so no module converts between the two (issue 64 counted 12 places that did).
+# (an argument that takes a name or a Cluster, None when not given, is the API's cluster= alone)
+CLUSTER_AS_NONE = re.compile(r"\bcluster is (not )?None\b|(?<!str \| )\bCluster \| None\b|\bcluster or Cluster\(\)")
+
+
+def test_this_machine_is_a_cluster_value_never_none():
+    found = {f"{p.relative_to(REPO)}:{n}": line.strip() for p in PACKAGE.rglob("*.py")
+             for n, line in enumerate(p.read_text().splitlines(), 1) if CLUSTER_AS_NONE.search(line)}
+    assert not found, f"this machine written as None (use THIS_MACHINE and .remote): {found}"
+    assert CLUSTER_AS_NONE.search("if cluster is not None and cluster.remote:")  # the check sees what it looks for

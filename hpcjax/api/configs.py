@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from hpcjax.values.errors import UsageError
-from hpcjax.hosts.cluster import Cluster
+from hpcjax.hosts.cluster import THIS_MACHINE, Cluster
 from hpcjax.job import clusters, profiles
 from hpcjax.job.spec import JobSpec
 from hpcjax.values.validate import require_int, resolved_local_path
@@ -65,11 +65,11 @@ class ScalingConfig:
         # The command is the call's, set when it is submitted; this checks everything else now.
         self.spec = profiles.build_spec(["python"], profiles.with_overrides(values, self.options))
         # Where the job goes: `cluster` (a profile naming a host, an SSH destination, or a
-        # Cluster), else the profile's host, else $HPCJAX_CLUSTER; None: this machine's SLURM.
-        if cluster is not None and not isinstance(cluster, (str, Cluster)):
+        # Cluster), else the profile's host, else $HPCJAX_CLUSTER; Cluster(): this machine's SLURM.
+        if not isinstance(cluster, (str, Cluster, type(None))):  # None: not given
             raise UsageError(f"cluster must be a profile name or an SSH destination, got {type(cluster).__name__}",
                              'e.g. ScalingConfig(cluster="me@login.example.org") or cluster="ibex" (a profile)')
-        self.cluster_named = cluster is not None
+        self.cluster_named = isinstance(cluster, (str, Cluster))
         self.cluster = cluster if isinstance(cluster, Cluster) else clusters.cluster_named(
             cluster, values, profile_file, what="cluster=", profile=profile)
         self.ship_limit_mb = values.get("ship_limit_mb")
@@ -131,15 +131,15 @@ class RunConfig:
             raise UsageError(f"run name {self.name!r} is not a plain file name",
                              "use letters, digits, '.', '_' and '-', e.g. name='mnist-run1'")
 
-    def run_dir(self, default_name: str, cluster: Cluster | None = None) -> Path | PurePosixPath:
+    def run_dir(self, default_name: str, cluster: Cluster = THIS_MACHINE) -> Path | PurePosixPath:
         name = self.name or f"{default_name}-{time.strftime('%Y%m%d-%H%M%S')}"
         return storage_dir(self.storage_path, "hpcjax-results", cluster) / name
 
 
-def storage_dir(storage_path: str | None, default: str, cluster: Cluster | None = None) -> Path | PurePosixPath:
+def storage_dir(storage_path: str | None, default: str, cluster: Cluster = THIS_MACHINE) -> Path | PurePosixPath:
     """Where calls and runs keep their files: on this machine, resolved; on a cluster reached
     over SSH, a path there (a relative one under its remote directory)."""
-    if cluster is None or not cluster.remote:
+    if not cluster.remote:
         return resolved_local_path(str(storage_path or default), "storage_path")
     path = str(storage_path or default)
     if path.startswith("~") or "$" in path:

@@ -44,7 +44,8 @@ class RemoteFunction:
         calls.refuse_unreturnable(function, "hpcjax.remote's function")
         self.function, self.scaling, self.backend = function, scaling, backend
         self.storage_path = storage_path
-        submit.target_cluster(scaling, backend)  # a contradiction (cluster= with backend='local') now
+        # where it goes, resolved once (a contradiction, cluster= with backend='local', is refused now)
+        self.cluster = submit.target_cluster(scaling, backend)
         functools.update_wrapper(self, function)
 
     def __call__(self, *args, **kwargs):
@@ -81,9 +82,8 @@ class RemoteFunction:
         return self._launch(elements, array=True, max_parallel=max_parallel)
 
     def _launch(self, elements, *, array: bool, max_parallel: int | None = None, after=None) -> list[calls.Call]:
-        cluster = submit.target_cluster(self.scaling, self.backend)  # resolved once for the call
-        storage = storage_dir(self.storage_path, "hpcjax-calls", cluster)  # on the machine whose SLURM runs it
-        return submit.launch(self.function, elements, self.scaling, backend=self.backend, cluster=cluster,
+        storage = storage_dir(self.storage_path, "hpcjax-calls", self.cluster)  # the machine whose SLURM runs it
+        return submit.launch(self.function, elements, self.scaling, backend=self.backend, cluster=self.cluster,
                              storage=storage,
                              job_name=getattr(self.function, "__name__", "remote"), array=array,
                              max_parallel=max_parallel, after=dependencies(after))

@@ -7,7 +7,7 @@ the caller's modules from the job's snapshot of the working tree, hpcjax from it
 and submitit and cloudpickle from copies staged in the call folder (a cluster's Python, or an
 image, needs only JAX).
 
-    cluster = target_cluster(scaling, backend=None)   # resolved once per call
+    cluster = target_cluster(scaling, backend=None)   # resolved once, when the Trainer or remote is made
     calls = launch(fn, [((1,), {})], scaling, backend=None, cluster=cluster, storage=storage_dir(..., cluster), job_name="f")
 """
 
@@ -31,13 +31,12 @@ from hpcjax.values.errors import UsageError
 
 
 def target_cluster(scaling: ScalingConfig, backend: str | None):
-    """The cluster reached over SSH that a call goes to, or None for this machine. The local
-    backend runs here: a cluster that only a default named ($HPCJAX_CLUSTER, a profile's host)
-    gives way to it; one named in the call is a contradiction."""
+    """The Cluster a call goes to (one reached over SSH, or this machine's). The local backend runs
+    here: a cluster that only a default named ($HPCJAX_CLUSTER, a profile's host) gives way to it;
+    one named in the call is a contradiction."""
     from hpcjax import backends
 
-    cluster = scaling.cluster if scaling.cluster is not None and scaling.cluster.remote else None
-    return backends.cluster_for(backend, cluster, named=scaling.cluster_named, spelled=backends.ARGUMENTS)
+    return backends.cluster_for(backend, scaling.cluster, named=scaling.cluster_named, spelled=backends.ARGUMENTS)
 
 
 
@@ -112,16 +111,17 @@ def launch(function, arguments: list[tuple[tuple, dict]], scaling: ScalingConfig
     for args, kwargs in arguments:
         calls.unwrap_data((args, kwargs), found)
     element = folder.ARRAY_ELEMENT if array else "0"
-    fields = dict(output_dir=str(PurePosixPath(storage) / "logs" if cluster else Path(storage) / "logs"),
+    fields = dict(output_dir=str(PurePosixPath(storage) / "logs" if cluster.remote else Path(storage) / "logs"),
                   job_name=job_name, after=after, run_dir=(session or {}).get("run_dir"))
     if array:
         fields.update(array=len(arguments), array_parallel=max_parallel)
     placeholder = [sys.executable, "-u", "-m", "hpcjax.api.worker", "CALL_DIR", element]  # the stage sets CALL_DIR
-    stage = CallStage(function, arguments, session, PurePosixPath(storage) if cluster else Path(storage), element)
+    stage = CallStage(function, arguments, session, PurePosixPath(storage) if cluster.remote else Path(storage),
+                      element)
     sub = submission(scaling.job(placeholder, **fields), backend or "auto", cluster,
                      limit_mb=scaling.ship_limit_mb, data=tuple((d.path, d.on_cluster) for d in found),
-                     storage=(("storage", str(storage)),) if cluster is None else (), call=stage,
-                     dirs_there=(str(PurePosixPath(storage) / "calls"),) if cluster else ())
+                     storage=(("storage", str(storage)),) if not cluster.remote else (), call=stage,
+                     dirs_there=(str(PurePosixPath(storage) / "calls"),) if cluster.remote else ())
     try:
         runs = steps.submit(sub)
     except KeyboardInterrupt as interrupt:

@@ -40,7 +40,8 @@ class Trainer:
         self.loop, self.config = train_loop_per_worker, train_loop_config
         self.scaling = scaling_config or ScalingConfig()
         self.run_config = run_config or RunConfig()
-        submit.target_cluster(self.scaling, self.run_config.backend)  # cluster= with backend='local': now
+        # where it goes, resolved once (cluster= with backend='local' is refused now)
+        self.cluster = submit.target_cluster(self.scaling, self.run_config.backend)
 
     def fit(self) -> Result:
         """Run the loop as a job and wait for it (the job's state on stderr). A failed or
@@ -49,8 +50,8 @@ class Trainer:
         name = getattr(self.loop, "__name__", "train")
         backend = self.run_config.backend
         # From a laptop, the run directory is the cluster's, read through its SSH connection.
-        cluster = submit.target_cluster(self.scaling, backend)
-        files = cluster.host().files if cluster else session.HERE
+        cluster = self.cluster
+        files = cluster.host().files if cluster.remote else session.HERE
         run_dir = self.run_config.run_dir(name, cluster)
         budget = self.run_config.max_failures
         jobs, error = [], None

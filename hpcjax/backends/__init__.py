@@ -23,6 +23,7 @@ import pkgutil
 from pathlib import Path
 from typing import ClassVar
 
+from hpcjax.hosts.cluster import THIS_MACHINE
 from hpcjax.values.errors import UsageError
 from hpcjax.values.voice import say
 
@@ -147,19 +148,19 @@ def runs_here(name: str | None) -> bool:
 
 
 def cluster_for(name: str | None, cluster, *, named: bool = True, spelled: Spelling = OPTIONS):
-    """The one rule of where a submission goes, for every entry point: `cluster` as given (None, or
-    one not reached over SSH: this machine), or None where it gives way. A backend that runs here
-    runs here: a cluster that only a default named ($HPCJAX_CLUSTER, a profile's host) gives way to
-    it, and one named outright (`named`) with it is a contradiction, refused before anything is done."""
-    if cluster is None or not cluster.remote or not runs_here(name):
+    """The one rule of where a submission goes, for every entry point: `cluster` as given, or this
+    machine where it gives way. A backend that runs here runs here: a cluster that only a default
+    named ($HPCJAX_CLUSTER, a profile's host) gives way to it, and one named outright (`named`) with
+    it is a contradiction, refused before anything is done."""
+    if not cluster.remote or not runs_here(name):
         return cluster
     if named:
         backend = spelled.backend.format(name)
         raise UsageError(f"{backend} runs on this machine, not on the cluster {cluster.destination}",
                          f"drop {spelled.cluster} to run here, or drop {backend} to submit to the cluster")
-    return None
+    return THIS_MACHINE
 
-def choose(name: str | None = AUTO, *, cluster=None, quiet: bool = False) -> Backend:
+def choose(name: str | None = AUTO, *, cluster=THIS_MACHINE, quiet: bool = False) -> Backend:
     """The backend a submission uses: the one named; "auto": $HPCJAX_BACKEND when set, else one that
     reaches the named cluster, else the first available here (said on stderr when it is not the first)."""
     if name is not None and not str(name).strip():
@@ -170,11 +171,10 @@ def choose(name: str | None = AUTO, *, cluster=None, quiet: bool = False) -> Bac
         if name == AUTO or name not in names():
             raise UsageError(f"{BACKEND_ENV}={name!r} is not a backend", f"valid backends: {', '.join(names())}")
     cluster_for(name, cluster)  # a named backend that runs here, with a cluster: refused
-    remote = cluster is not None and cluster.remote
     if name != AUTO:
         return get(name)
     candidates = [get(n) for n in names()]
-    if remote:
+    if cluster.remote:
         return next(b for b in candidates if b.reaches_clusters)
     chosen = next(b for b in candidates if b.available())
     if not quiet and chosen is not candidates[0]:
@@ -191,19 +191,21 @@ def of_record(record: dict | None) -> Backend:
         return get("slurm")
 
 
-def attach(job_id: str, cluster=None):
+def attach(job_id: str, cluster=THIS_MACHINE):
     """The Run of a job submitted earlier, from its id: hpcjax's record says which backend (and
     which cluster) ran it; a job without a record is a SLURM job (plain sbatch). With a cluster
-    reached over SSH, its record there is the truth (another laptop submitted it)."""
+    reached over SSH, its record there is the truth (another laptop submitted it). With this
+    machine (no cluster named), its record here, else the record of the one cluster it was
+    submitted to from here."""
     from hpcjax.values import jobid
     from hpcjax.catalog import records
 
     job_id = jobid.check(job_id)
-    if cluster is not None and cluster.remote:
+    if cluster.remote:
         record = records.load(records.key(job_id, cluster.destination)) or records.load_there(cluster, job_id)
         return (of_record(record) if record else choose(AUTO, cluster=cluster)).attach(job_id, record, cluster)
     record = records.load(job_id)
-    if record is None and cluster is None:
+    if record is None:
         elsewhere = records.remote_keys(job_id)
         if len(elsewhere) > 1:
             names_ = ", ".join(records.load(k)["cluster"]["destination"] for k in elsewhere)
@@ -213,14 +215,14 @@ def attach(job_id: str, cluster=None):
     return of_record(record).attach(job_id, record, cluster)
 
 
-def attach_each(job_id: str, cluster=None) -> list:
+def attach_each(job_id: str, cluster=THIS_MACHINE) -> list:
     """The Runs an id names as `submit` printed it: a sweep's array id names each of its elements
     (as their records here name them); any other id its one job."""
     from hpcjax.values import jobid
     from hpcjax.catalog import records
 
     job_id = jobid.check(job_id)
-    destination = cluster.destination if cluster is not None and cluster.remote else None
+    destination = cluster.destination
     if "_" not in job_id and not jobid.is_hold_step(job_id) and records.load(records.key(job_id, destination)) is None:
         elements = records.element_ids(job_id, destination)
         if elements:
@@ -228,7 +230,7 @@ def attach_each(job_id: str, cluster=None) -> list:
     return [attach(job_id, cluster)]
 
 
-def attach_one(job_id: str, cluster=None, verb: str = "status"):
+def attach_one(job_id: str, cluster=THIS_MACHINE, verb: str = "status"):
     """The Run of one job; a sweep's array id is refused with its elements named (their logs,
     stacks and files are each element's own)."""
     runs = attach_each(job_id, cluster)

@@ -10,6 +10,7 @@ import subprocess
 from hpcjax.backends import Backend, register
 from hpcjax.catalog import db, keep, records
 from hpcjax.containers import binds
+from hpcjax.hosts.cluster import THIS_MACHINE
 from hpcjax.protocol.contract import FINISHED_STATES
 from hpcjax.values.errors import HpcjaxError, SlurmNotFound, SubmitError, UsageError
 from hpcjax.values.voice import say
@@ -228,7 +229,7 @@ class SlurmBackend(Backend):
                 by_cluster.setdefault(row["cluster"] or "", []).append(row)
         for cluster, group in by_cluster.items():
             try:
-                slurm = self.attach(group[0]["job_id"], records.load(group[0]["key"]), None).slurm if cluster \
+                slurm = self.attach(group[0]["job_id"], records.load(group[0]["key"]), THIS_MACHINE).slurm if cluster \
                     else controller.slurm_on()
                 found = parse_attempts(slurm.run(commands.attempts(row["job_id"] for row in group)))
             except HpcjaxError as error:

@@ -72,9 +72,6 @@ def fetch_target(args: argparse.Namespace, target: Path | None, checkpoints: str
         landed = where / name
         more, more_size = fetch_run_dir(run.host, run_dir, landed, checkpoints)
         return landed, said + f"; run directory {run_dir}: {more} file(s), {(size + more_size) / 1e6:.1f} MB sent"
-    from hpcjax.hosts.cluster import Cluster
-
-    cluster = cluster or Cluster()
     source = args.target.rstrip("/")
     if not source:
         raise UsageError(f"{args.target!r} names no run directory", "give a job id, or the run directory's path "

@@ -16,7 +16,6 @@ from hpcjax.cli.verbs import HELP
 
 
 def cmd_free(args: argparse.Namespace, command: list[str]) -> int:
-    from hpcjax.hosts import this_machine
     from hpcjax.job.spec import JobSpec, Layout
     from hpcjax.slurm import commands, fit, free, site
     from hpcjax.values.errors import UsageError
@@ -26,9 +25,9 @@ def cmd_free(args: argparse.Namespace, command: list[str]) -> int:
     spec = JobSpec(command=("true",), layout=Layout(nodes=args.nodes, gpus_per_node=args.gpus_per_node),
                    time=args.time)
     cluster = cluster_from_args(args)
-    host = cluster.host() if cluster is not None and cluster.remote else this_machine()
+    host = cluster.host()
     slurm = slurm_on(host)
-    where = cluster.name if cluster is not None else "this machine"
+    where = cluster.name
     partitions = {p.name: p for p in site.read_partitions(slurm.run(commands.partitions()))}
     if args.partition is not None:  # one SLURM does not have was an empty answer and exit 0
         fit.chosen(dataclasses.replace(spec, partition=args.partition), list(partitions.values()), where)

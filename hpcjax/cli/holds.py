@@ -105,7 +105,7 @@ def listing(cluster) -> list[dict]:
     from hpcjax.slurm import controller, holds
     from hpcjax.catalog import records
 
-    slurm = controller.slurm_on(cluster.host() if cluster else None)
+    slurm = controller.slurm_on(cluster.host())
     found = holds.holds(cluster)
     for hold in found:
         slurm.watcher.follow(hold.job_id)  # one squeue and one sacct for them all
@@ -166,7 +166,7 @@ def cmd_release(args: argparse.Namespace, command: list[str]) -> int:
     if holds.ended(hold, cluster):
         say(f"hold {args.name} (job {hold.job_id}) had ended already")
         return 0
-    controller.slurm_on(cluster.host() if cluster else None).run(commands.cancel(hold.job_id))
+    controller.slurm_on(cluster.host()).run(commands.cancel(hold.job_id))
     say(f"released hold {args.name} (job {hold.job_id}); a job running in it ends with it")
     return 0
 

@@ -26,7 +26,7 @@ def cmd_render(args: argparse.Namespace, command: list[str]) -> int:
     output = output_file(args.output) if args.output is not None else None
     values = merged_options(args)
     spec, cluster = shaped(spec_from_args(args, command, values), args), cluster_from_args(args, values)
-    if cluster is not None:
+    if cluster.remote:
         spec = as_there(spec, cluster)
     else:
         warn_missing_here(spec)
@@ -34,8 +34,8 @@ def cmd_render(args: argparse.Namespace, command: list[str]) -> int:
     if args.output is None:
         sys.stdout.write(text)
         return 0
-    made = cluster is None and not Path(spec.output_dir).exists()
-    if cluster is None:  # sbatch needs the log directory to exist
+    made = not cluster.remote and not Path(spec.output_dir).exists()
+    if not cluster.remote:  # sbatch needs the log directory to exist
         make_directory(spec.output_dir, "--output-dir")
     try:
         write_atomically(output, text)
@@ -43,7 +43,7 @@ def cmd_render(args: argparse.Namespace, command: list[str]) -> int:
         if made:  # nothing half done: the log directory goes with the script that was not written
             Path(spec.output_dir).rmdir()
         raise
-    if cluster is not None:
+    if cluster.remote:
         say(f"wrote {args.output} ({spec.layout.name}) with {cluster.name}'s paths; `hpcjax submit "
             f"--cluster {cluster.destination}` ships hpcjax and the code it expects there")
     else:
@@ -80,7 +80,7 @@ def submission_of(args: argparse.Namespace, spec, values: dict, cluster, **more)
     laptop (the profile's shipping limit, --upload)."""
     from hpcjax.launch import submission, uploads
 
-    if getattr(args, "upload", None) and (cluster is None or not cluster.remote):
+    if getattr(args, "upload", None) and not cluster.remote:
         raise UsageError("--upload ships a local directory to a cluster reached over SSH; this job runs "
                          "on this machine, where it reads the directory in place",
                          "drop --upload (give the program the path), or name the cluster: --cluster DEST")

@@ -41,17 +41,16 @@ def running_hold(args: argparse.Namespace):
 
 def step_on_first_node(hold, cluster, node: str, *words: str) -> list[str]:
     """A step of the hold on its first node, beside the job running in it (it shares its resources)."""
-    from hpcjax.hosts import this_machine
     from hpcjax.slurm import commands
     from hpcjax.slurm.controller import slurm_on
 
-    slurm = slurm_on(cluster.host() if cluster is not None and cluster.remote else this_machine())
+    slurm = slurm_on(cluster.host())
     return commands.step_on_node(hold.job_id, node, list(words), overlap=slurm.has("srun", "--overlap"))
 
 
 def run_there(cluster, argv: list[str], tty: bool = False) -> int:
     """argv on the host that reaches the cluster, this terminal's input and output its own."""
-    if cluster is None or not cluster.remote:
+    if not cluster.remote:
         return subprocess.run(argv).returncode
     return subprocess.run(cluster.host().command(argv, tty=tty)).returncode
 
@@ -68,15 +67,14 @@ def cmd_shell(args: argparse.Namespace, command: list[str]) -> int:
 
 
 def cmd_jupyter(args: argparse.Namespace, command: list[str]) -> int:
-    from hpcjax.hosts import this_machine
 
     hold, cluster, node = running_hold(args)
-    if args.local_port and not (cluster is not None and cluster.remote):
+    if args.local_port and not cluster.remote:
         raise UsageError(f"--local-port {args.local_port} is the tunnel's port on a laptop; hold {hold.name} is on "
                          "this machine's cluster, reached with no tunnel",
                          f"leave it out: the address printed is the node's own (port {args.port})")
-    python = (cluster.python if cluster is not None and cluster.remote else "") or sys.executable
-    host = cluster.host() if cluster is not None and cluster.remote else this_machine()
+    python = (cluster.python if cluster.remote else "") or sys.executable
+    host = cluster.host()
     # JupyterLab where it is installed, else the plain Jupyter server it runs on (either serves notebooks).
     probe = host.run(step_on_first_node(hold, cluster, node, python, "-c", "import importlib.util as u, os; print(next(("
                                         "a for a in ('jupyterlab', 'jupyter_server') if u.find_spec(a)), ''), "

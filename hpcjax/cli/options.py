@@ -212,9 +212,10 @@ def add_cluster_options(parser: argparse.ArgumentParser, *, profile_file: bool =
 
 
 def cluster_from_args(args: argparse.Namespace, values: dict | None = None):
-    """The Cluster the options name (None: this machine): --cluster (a profile naming a host,
+    """The Cluster the options name (Cluster(): this machine): --cluster (a profile naming a host,
     or an SSH destination), else the profile's host, else $HPCJAX_CLUSTER; --remote-dir over
     them. The local backend is this machine whatever the defaults say."""
+    from hpcjax.hosts.cluster import THIS_MACHINE
     from hpcjax.job import clusters
 
     name, backend = getattr(args, "cluster", None), getattr(args, "backend", "auto") or "auto"
@@ -222,12 +223,12 @@ def cluster_from_args(args: argparse.Namespace, values: dict | None = None):
         from hpcjax import backends
 
         if name is None and backends.runs_here(backend):  # this machine's, whatever the defaults name
-            return None
+            return THIS_MACHINE
     cluster = clusters.cluster_named(name, values, getattr(args, "profile_file", None),
                                      profile=getattr(args, "profile", None))
     if backend != "auto":
         cluster = backends.cluster_for(backend, cluster)  # --cluster with a backend that runs here: refused
-    if cluster is not None and getattr(args, "remote_dir", None):
+    if cluster.remote and getattr(args, "remote_dir", None):
         import dataclasses
 
         cluster = dataclasses.replace(cluster, remote_dir=args.remote_dir)

@@ -54,13 +54,13 @@ def compare(args: argparse.Namespace, chosen: Path | None) -> int:
 
 def _fetched(args: argparse.Namespace) -> Path | None:
     """A run (or job) on a cluster reached over SSH: fetched without checkpoints into
-    ./RUN_NAME (or --to), and the report built here. None when no cluster is named."""
+    ./RUN_NAME (or --to), and the report built here. None when no cluster is named (this machine)."""
     from hpcjax.cli.fetch import fetch_target
     from hpcjax.cli.options import cluster_from_args
 
     from hpcjax.values import jobid
 
-    if cluster_from_args(args) is None and not (jobid.is_element(args.run_dir) and not Path(args.run_dir).exists()):
+    if not cluster_from_args(args).remote and not (jobid.is_element(args.run_dir) and not Path(args.run_dir).exists()):
         return None  # a run directory here (a directory named like a job id is one too)
     args.target = args.run_dir
     landed, said = fetch_target(args, Path(args.to) if args.to else None, "none", run_dir_needed=True)

@@ -194,7 +194,6 @@ def summary(found) -> str:
 
 
 def cmd_site(args: argparse.Namespace, command: list[str]) -> int:
-    from hpcjax.hosts import this_machine
     from hpcjax.job import profiles
 
     from hpcjax.cli import checkoptions
@@ -205,7 +204,7 @@ def cmd_site(args: argparse.Namespace, command: list[str]) -> int:
 
         return acceptance.run(check, lambda text: say(text, "site --check"))
     cluster = cluster_from_args(args)
-    host = cluster.host() if cluster is not None and cluster.remote else this_machine()
+    host = cluster.host()
     path = Path(args.profile_file).expanduser() if args.profile_file else profiles.default_path()
     if path.exists() and not path.is_file():
         raise UsageError(f"the profiles file {str(path)!r} is not a file", "name a file with --profile-file")
@@ -223,7 +222,7 @@ def cmd_site(args: argparse.Namespace, command: list[str]) -> int:
         raise UsageError(f"--partition {args.partition!r}: the cluster has no such partition",
                          f"its partitions: {', '.join(p.name for p in found.partitions) or 'none'}")
     through = args.cluster if args.cluster in existing else None
-    text = profile_text(name, profile_lines(found, args.partition, cluster.destination if cluster else None, through))
+    text = profile_text(name, profile_lines(found, args.partition, cluster.destination, through))
     if args.json:
         print(json.dumps({**asdict(found), "profile": {"name": name, "text": text}}, indent=1))
     else:

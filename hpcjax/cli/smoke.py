@@ -54,7 +54,7 @@ def cmd_smoke(args: argparse.Namespace, command: list[str]) -> int:
     values = merged_options(args)
     cluster = cluster_from_args(args, values)
     spec = smoke_spec(spec_from_args(args, ["placeholder"], values), args.bandwidth, args.sizes,
-                      cluster.python if cluster else None)
+                      cluster.python if cluster.remote else None)
     # The checks need nothing of the working tree: only hpcjax is shipped.
     sub = submission_of(args, spec, values, cluster, ship_code=False)
     backend = sub.backend.name
@@ -80,7 +80,7 @@ def cmd_smoke(args: argparse.Namespace, command: list[str]) -> int:
         print(json.dumps({"layout": spec.layout.name, "backend": backend, "job_id": run.job_id, "ranks": rows,
                           "pairs": pairs, "ok": ok, **({"job": job_said} if job_said else {})}, indent=2))
     else:
-        where = f" on {cluster.destination}" if cluster else ""
+        where = f" on {cluster.destination}" if cluster.remote else ""
         print(f"smoke test {spec.layout.described} ({backend}{where}, job {run.job_id}):")
         print(smoke.format_table(rows, args.bandwidth))
         print(smoke.format_pairs(pairs), end="")

@@ -1,12 +1,12 @@
 """Where a job goes: this machine's SLURM, or a cluster's login node over SSH, with the
 directory on the cluster that holds everything hpcjax ships there.
 
-    Cluster()                                            # sbatch on this machine
+    Cluster()                                            # sbatch on this machine (THIS_MACHINE)
     Cluster("me@login.example.org", remote_dir="$SCRATCH/hpcjax")
     Cluster("ibex", ssh_options=("-F", "~/.ssh/hpc_config"))   # a Host alias
 
 A site profile names it (`host`, `remote_dir`, `ssh_options`, `python`), or the command line
-(`--cluster DEST`). The remote directory is expanded on the cluster once per process
+(`--cluster DEST`). This machine is a Cluster too, never None: `.remote` tells the two apart. The remote directory is expanded on the cluster once per process
 (`$SCRATCH` is the cluster's, not the laptop's) and checked to be writable.
 """
 
@@ -115,3 +115,6 @@ class Cluster:
             return "this machine"
         options = f" (ssh {shlex.join(self.ssh_options)})" if self.ssh_options else ""
         return f"{self.destination}{options}, remote directory {self.remote_dir}"
+
+
+THIS_MACHINE = Cluster()

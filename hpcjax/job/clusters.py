@@ -1,13 +1,13 @@
 """Which cluster a name means: the command line's --cluster or the API's cluster= (a profile of the
 profiles file that names a host, else an SSH destination), a profile's values, or a job record;
-$HPCJAX_CLUSTER when none is named. None is this machine."""
+$HPCJAX_CLUSTER when none is named. This machine is `Cluster()`, a value like any other (never None)."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
 
-from hpcjax.hosts.cluster import DEFAULT_REMOTE_DIR, Cluster
+from hpcjax.hosts.cluster import DEFAULT_REMOTE_DIR, THIS_MACHINE, Cluster
 from hpcjax.job.profiles import CLUSTER_KEYS, load, resolve
 from hpcjax.values.errors import ConfigError, UsageError
 
@@ -15,12 +15,12 @@ CLUSTER_ENV = "HPCJAX_CLUSTER"  # the cluster (a profile or an SSH destination) 
 
 
 def cluster_of(values: dict, destination: str | None = None, profile: str | None = None,
-               profile_file: str | Path | None = None) -> Cluster | None:
+               profile_file: str | Path | None = None) -> Cluster:
     """The cluster a profile's values name (or `destination`, with the profile's other cluster
-    keys); None: this machine. `profile`: the profile the values came from, in `profile_file`."""
+    keys); Cluster(): this machine. `profile`: the profile the values came from, in `profile_file`."""
     destination = destination or values.get("host")
     if not destination:
-        return None
+        return THIS_MACHINE
     named = profile if values.get("host") == destination else None
     return Cluster(destination, remote_dir=values.get("remote_dir", DEFAULT_REMOTE_DIR),
                    ssh_options=tuple(values.get("ssh_options", ())), python=values.get("python", "python3"),
@@ -28,12 +28,12 @@ def cluster_of(values: dict, destination: str | None = None, profile: str | None
 
 
 def cluster_named(name: str | None, values: dict | None = None, profile_file: str | Path | None = None,
-                  *, what: str = "--cluster", environ=os.environ, profile: str | None = None) -> Cluster | None:
+                  *, what: str = "--cluster", environ=os.environ, profile: str | None = None) -> Cluster:
     """The cluster `name` means (the command line's --cluster, the API's cluster=; when None,
     $HPCJAX_CLUSTER): a profile of the profiles file that names a host, else an SSH
     destination; the profile's other cluster keys (remote_dir, ssh_options, python) come
     along over `values`' (those of the job's profile, `profile`). Without a name: the cluster
-    `values` name (a profile's host), or None for this machine."""
+    `values` name (a profile's host), or Cluster() for this machine."""
     values = dict(values or {})
     if name is not None and not name.strip():
         raise UsageError(f"{what} {name!r} names no cluster",
@@ -53,7 +53,7 @@ def cluster_named(name: str | None, values: dict | None = None, profile_file: st
     return cluster_of(values, name, profile, Path(profile_file).expanduser().resolve() if profile_file else None)
 
 
-def cluster_from_record(fields: dict | None, profile_file: str | Path | None = None) -> Cluster | None:
+def cluster_from_record(fields: dict | None, profile_file: str | Path | None = None) -> Cluster:
     """The cluster a job record names, reached as the user's own configuration says: through
     the profile it was named by (when that still names the same host), else as the bare SSH
     destination (~/.ssh/config applies). A record names a cluster, never how to reach it: its
@@ -61,14 +61,14 @@ def cluster_from_record(fields: dict | None, profile_file: str | Path | None = N
     fields = fields if isinstance(fields, dict) else {}
     destination = fields.get("destination")
     if not destination:
-        return None
+        return THIS_MACHINE
     if fields.get("profile"):
         try:
             kept_file = fields.get("profile_file") if isinstance(fields.get("profile_file"), str) else None
             cluster = cluster_named(str(fields["profile"]), profile_file=profile_file or kept_file)
         except (ConfigError, UsageError):  # the profile is gone or changed: the destination alone
-            cluster = None
-        if cluster is not None and cluster.destination == destination:
+            cluster = THIS_MACHINE
+        if cluster.destination == destination:
             return cluster
     remote_dir = fields.get("remote_dir") if isinstance(fields.get("remote_dir"), str) else DEFAULT_REMOTE_DIR
     return Cluster(destination, remote_dir=remote_dir)

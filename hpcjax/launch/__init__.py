@@ -20,22 +20,21 @@ from __future__ import annotations
 from pathlib import Path
 
 from hpcjax import backends
+from hpcjax.hosts.cluster import THIS_MACHINE
 from hpcjax.values.voice import say
 
 
-def submission(spec, backend: str | None = backends.AUTO, cluster=None, *, after=None, announce=None,
+def submission(spec, backend: str | None = backends.AUTO, cluster=THIS_MACHINE, *, after=None, announce=None,
                root: Path | None = None, limit_mb: int | None = None, uploads=(), ship_code: bool = True, **more):
     """The resolve step for Python callers: a Submission of `spec` to `backend` (a name, or
-    "auto"), on `cluster` (a Cluster reached over SSH, or None for this machine)."""
+    "auto"), on `cluster` (a Cluster: one reached over SSH, or THIS_MACHINE)."""
     import dataclasses
 
-    from hpcjax.hosts.cluster import Cluster
     from hpcjax.job.after import dependencies
     from hpcjax.launch.steps import Submission
 
     if after is not None:
         spec = dataclasses.replace(spec, after=dependencies(after))
-    cluster = cluster if cluster is not None and cluster.remote else Cluster()
     spec = avoiding_failed_nodes(spec, cluster)
     chosen = backends.choose(backend, cluster=cluster)
     extra = {"limit_mb": limit_mb} if limit_mb else {}
@@ -56,7 +55,7 @@ def avoiding_failed_nodes(spec, cluster):
 
     if not spec.avoid_failed_hours:
         return spec
-    found = recently_failed(cluster.destination if cluster.remote else "", spec.avoid_failed_hours)
+    found = recently_failed(cluster.destination or "", spec.avoid_failed_hours)
     new = [node for node in sorted(found) if node not in spec.exclude]
     for node in new:
         row = found[node]
@@ -65,7 +64,7 @@ def avoiding_failed_nodes(spec, cluster):
     return dataclasses.replace(spec, exclude=spec.exclude + tuple(new)) if new else spec
 
 
-def submit(spec, backend: str | None = backends.AUTO, cluster=None, *, after=None, announce=None, **shipping):
+def submit(spec, backend: str | None = backends.AUTO, cluster=THIS_MACHINE, *, after=None, announce=None, **shipping):
     """Run spec; return its Run handle. With a Cluster reached over SSH, the job goes there
     (shipping: root, limit_mb, uploads, ship_code). `after`: jobs ("JOBID[:ok|:any]", or Runs)
     it waits for; if one does not end as asked, it is cancelled without starting.
@@ -79,7 +78,7 @@ def submit(spec, backend: str | None = backends.AUTO, cluster=None, *, after=Non
     return run
 
 
-def submit_array(spec, backend: str | None = backends.AUTO, cluster=None, *, announce=None, **shipping) -> list:
+def submit_array(spec, backend: str | None = backends.AUTO, cluster=THIS_MACHINE, *, announce=None, **shipping) -> list:
     """Run a job array (spec.array elements, at most spec.array_parallel at once); return one Run
     per element, in order. Each element sees its index as SLURM_ARRAY_TASK_ID on either backend."""
     from hpcjax.values.errors import UsageError
@@ -90,7 +89,7 @@ def submit_array(spec, backend: str | None = backends.AUTO, cluster=None, *, ann
     return steps.submit(submission(spec, backend, cluster, announce=announce, **shipping))
 
 
-def attach(job_id: str, cluster=None):
+def attach(job_id: str, cluster=THIS_MACHINE):
     """The Run of a job submitted earlier, from its id (hpcjax.backends.attach)."""
     return backends.attach(job_id, cluster)
 

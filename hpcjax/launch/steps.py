@@ -26,7 +26,7 @@ from pathlib import Path
 from hpcjax.values import jobid
 from hpcjax.backends import Backend
 from hpcjax.hosts import here, ship
-from hpcjax.hosts.cluster import Cluster
+from hpcjax.hosts.cluster import THIS_MACHINE, Cluster
 from hpcjax.job.spec import JobSpec
 from hpcjax.launch import refusals, staging, uploads
 
@@ -38,7 +38,7 @@ class Submission:
 
     spec: JobSpec
     backend: Backend
-    cluster: Cluster = field(default_factory=Cluster)  # Cluster(): this machine
+    cluster: Cluster = THIS_MACHINE
     uploads: tuple = ()  # (local path, name in the job's working directory): --upload
     data: tuple = ()  # the API's Data: (local or cluster path, whether it is the cluster's)
     storage: tuple = ()  # (what, path) the job writes, which a multi-node job needs shared

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from hpcjax.protocol import contract
 from hpcjax.values import jobid
 from hpcjax.catalog import db, records
+from hpcjax.hosts.cluster import THIS_MACHINE
 from hpcjax.values.errors import UsageError
 
 KIND = "hold"  # a hold's catalog row; the jobs run in it are kind "step"
@@ -44,12 +45,12 @@ class Hold:
 
 def destination(cluster) -> str:
     """The catalog's name of where a hold is: a cluster reached over SSH, or "" for this machine's."""
-    return cluster.destination if cluster is not None and cluster.remote else ""
+    return cluster.destination or ""
 
 
-def holds(cluster=None, where: str | None = None, open_only: bool = False) -> list[Hold]:
-    """The holds this machine's catalog knows on `cluster` (a Cluster; None: this machine's SLURM;
-    or `where`, a catalog's cluster name), newest first; the finished ones too (`status` asks SLURM)
+def holds(cluster=THIS_MACHINE, where: str | None = None, open_only: bool = False) -> list[Hold]:
+    """The holds this machine's catalog knows on `cluster` (a Cluster), or `where` (a catalog's
+    cluster name), newest first; the finished ones too (`status` asks SLURM)
     unless `open_only` (those the catalog has not seen end)."""
     from contextlib import closing
 
@@ -65,7 +66,7 @@ def holds(cluster=None, where: str | None = None, open_only: bool = False) -> li
     return found
 
 
-def find(name: str, cluster=None) -> Hold:
+def find(name: str, cluster=THIS_MACHINE) -> Hold:
     """The newest hold of that name on `cluster`; UsageError naming the holds that are up there."""
     import shlex
 
@@ -85,7 +86,7 @@ def find(name: str, cluster=None) -> Hold:
                      "--gpus-per-node G`")
 
 
-def elsewhere(cluster=None) -> list[Hold]:
+def elsewhere(cluster=THIS_MACHINE) -> list[Hold]:
     """The holds on every cluster but `cluster` the catalog has not seen end (each Hold's .cluster
     says where): not asked of SLURM there, which may be over SSH."""
     from contextlib import closing
@@ -109,7 +110,7 @@ def reach_flag(hold: Hold) -> str:
 
 
 @contextmanager
-def naming(name: str, cluster=None):
+def naming(name: str, cluster=THIS_MACHINE):
     """Held while a hold of that name is looked for and made: a second `hpcjax hold --name X` on this
     machine at the same time waits, then finds the first (a lock file beside the job records)."""
     import fcntl
@@ -127,18 +128,18 @@ def naming(name: str, cluster=None):
         yield
 
 
-def status(hold: Hold, cluster=None):
+def status(hold: Hold, cluster=THIS_MACHINE):
     """SLURM's JobStatus of the hold's job, or None when SLURM no longer knows it (long over)."""
     from hpcjax.values.errors import HpcjaxError
     from hpcjax.slurm import controller
 
     try:
-        return controller.slurm_on(cluster.host() if cluster is not None else None).job_status(hold.job_id)
+        return controller.slurm_on(cluster.host()).job_status(hold.job_id)
     except HpcjaxError:
         return None
 
 
-def ended(hold: Hold, cluster=None) -> bool:
+def ended(hold: Hold, cluster=THIS_MACHINE) -> bool:
     found = status(hold, cluster)
     return found is None or found.finished
 

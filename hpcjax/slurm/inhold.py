@@ -14,7 +14,7 @@ from hpcjax.protocol.contract import FINISHED_STATES, WARNING_SIGNAL, Layout, ra
 from hpcjax.values.errors import HpcjaxError, SpecError, UsageError
 from hpcjax.follow.outcome import Finding, Outcome
 from hpcjax.follow.run import Run
-from hpcjax.hosts.cluster import Cluster
+from hpcjax.hosts.cluster import THIS_MACHINE, Cluster
 from hpcjax.job import clusters
 from hpcjax.slurm import controller as slurmctl, holds
 from hpcjax.slurm.job import SlurmRun
@@ -26,8 +26,8 @@ TAIL_BYTES = 4096  # of rank 0's log: where slurmstepd says a step ran out of ti
 class InHoldRun(SlurmRun):
     poll_s = 0.5  # the queue is a file read: a job in a hold starts within a second, say so as soon
 
-    def __init__(self, job_id: str, log_dir, num_ranks: int, cluster: Cluster | None, hold: str, spool: str) -> None:
-        self.cluster = cluster or Cluster()
+    def __init__(self, job_id: str, log_dir, num_ranks: int, cluster: Cluster, hold: str, spool: str) -> None:
+        self.cluster = cluster
         Run.__init__(self, job_id, log_dir, num_ranks, self.cluster.host())
         self.hold_job, self.hold_name, self.spool = jobid.base(job_id), hold, spool
         self.slurm = slurmctl.slurm_on(self.host)
@@ -37,12 +37,12 @@ class InHoldRun(SlurmRun):
         self._timed_out: bool | None = None
 
     @classmethod
-    def attach(cls, job_id: str, record: dict | None, cluster: Cluster | None = None) -> "InHoldRun":
+    def attach(cls, job_id: str, record: dict | None, cluster: Cluster = THIS_MACHINE) -> "InHoldRun":
         if not record or not record.get("hold_spool"):
             raise UsageError(f"no record of job {job_id} here: it ran inside a held allocation, which only the "
                              "machine that queued it knows", "ask on that machine, or follow the hold's own job "
                              f"{jobid.base(job_id)}")
-        cluster = cluster or clusters.cluster_from_record(record.get("cluster"))
+        cluster = cluster if cluster.remote else clusters.cluster_from_record(record.get("cluster"))
         run = cls(job_id, record["output_dir"], Layout.from_dict(record.get("layout", {})).num_processes, cluster,
                   record.get("hold_name", ""), record["hold_spool"])
         run.run_dir = record.get("run_dir")

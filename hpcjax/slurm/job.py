@@ -15,7 +15,7 @@ from hpcjax.protocol.contract import (DEFAULT_OUTPUT_DIR, FINISHED_STATES, PREFL
 from hpcjax.values.errors import SubmitError
 from hpcjax.follow.outcome import Outcome, analyze, last_attempt, preflight_failed, srun_events, tail_lines
 from hpcjax.follow.run import Run
-from hpcjax.hosts.cluster import Cluster
+from hpcjax.hosts.cluster import THIS_MACHINE, Cluster
 from hpcjax.job import clusters
 from hpcjax.slurm import commands, controller as slurmctl, reasons
 from hpcjax.slurm.status import CANCELLED_PENDING, JobStatus
@@ -41,8 +41,8 @@ def ending(status, last: dict) -> bool:
 class SlurmRun(Run):
     backend = "slurm"
 
-    def __init__(self, job_id: str, log_dir, num_ranks: int, cluster: Cluster | None = None) -> None:
-        self.cluster = cluster or Cluster()
+    def __init__(self, job_id: str, log_dir, num_ranks: int, cluster: Cluster = THIS_MACHINE) -> None:
+        self.cluster = cluster
         super().__init__(slurmctl.check_job_id(job_id), log_dir, num_ranks, self.cluster.host())
         self.slurm = slurmctl.slurm_on(self.host)
         self.slurm.watcher.follow(self.job_id)  # polled with every other job this process follows
@@ -52,16 +52,15 @@ class SlurmRun(Run):
         return records.key(self.job_id, self.cluster.destination)
 
     @classmethod
-    def attach(cls, job_id: str, record: dict | None, cluster: Cluster | None = None) -> "SlurmRun":
+    def attach(cls, job_id: str, record: dict | None, cluster: Cluster = THIS_MACHINE) -> "SlurmRun":
         """A job submitted earlier: by hpcjax (its record says where the logs are) or with
         plain sbatch (the default log directory under the job's working directory)."""
         if record:  # the cluster the user named wins; else the user's own way to the one the record names
-            cluster = cluster or clusters.cluster_from_record(record.get("cluster"))
+            cluster = cluster if cluster.remote else clusters.cluster_from_record(record.get("cluster"))
             run = cls(job_id, record["output_dir"], Layout.from_dict(record.get("layout", {})).num_processes,
                       cluster)
             run.run_dir = record.get("run_dir")
             return run
-        cluster = cluster or Cluster()
         status = slurmctl.slurm_on(cluster.host()).job_status(job_id)
         run = cls(job_id, f"{status.workdir or '.'}/{DEFAULT_OUTPUT_DIR}", 0, cluster)
         run._status = status

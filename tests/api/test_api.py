@@ -7,6 +7,7 @@ import pytest
 
 import hpcjax
 from hpcjax.api import session
+from hpcjax.hosts.cluster import Cluster
 from hpcjax.hosts.here import node_local_reason
 from hpcjax.values.errors import SpecError, UsageError
 
@@ -139,7 +140,7 @@ def test_the_cluster_comes_from_cluster_then_the_profile_then_the_environment(tm
 
     profiles = laptop_profiles(tmp_path)
     monkeypatch.delenv("HPCJAX_CLUSTER", raising=False)
-    assert hpcjax.ScalingConfig().cluster is None
+    assert hpcjax.ScalingConfig().cluster == Cluster()  # this machine: a value, never None
     named = hpcjax.ScalingConfig(cluster="far", profile_file=str(profiles)).cluster
     assert (named.destination, named.remote_dir) == ("me@login.invalid", "$SCRATCH/hj")
     assert hpcjax.ScalingConfig(profile="far", profile_file=str(profiles)).cluster.destination == "me@login.invalid"
@@ -149,7 +150,7 @@ def test_the_cluster_comes_from_cluster_then_the_profile_then_the_environment(tm
     from_env = hpcjax.ScalingConfig(nodes=2)
     assert from_env.cluster.destination == "me@login.invalid"
     # The local backend runs here: a default cluster gives way, a named one is a contradiction.
-    assert submit.target_cluster(from_env, "local") is None
+    assert submit.target_cluster(from_env, "local") == Cluster()
     assert submit.target_cluster(from_env, None) is from_env.cluster
     with pytest.raises(UsageError, match="backend='local' runs on this machine, not on the cluster me@login"):
         hpcjax.remote(cluster="far", backend="local")(len)

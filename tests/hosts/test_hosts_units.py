@@ -55,7 +55,7 @@ def test_cluster_is_a_profile_that_names_a_host_or_else_a_destination(tmp_path):
     site = cluster_from_args(profile_args(tmp_path, "site", text))
     assert (site.destination, site.remote_dir, site.ssh_options) == ("me@login", "$SCRATCH/h", ("-F", "cfg"))
     assert cluster_from_args(profile_args(tmp_path, "login.example.org", text)).destination == "login.example.org"
-    assert cluster_from_args(profile_args(tmp_path, None, text)) is None
+    assert cluster_from_args(profile_args(tmp_path, None, text)) == Cluster()  # this machine, as a value
     with pytest.raises(UsageError, match="the profile 'nohost' names no host"):
         cluster_from_args(profile_args(tmp_path, "nohost", text))
     with pytest.raises(ConfigError, match="ssh_options must be a list of strings"):
