@@ -94,7 +94,7 @@ def shaped(spec, args: argparse.Namespace):
     import dataclasses
 
     from hpcjax.job import sweeps
-    from hpcjax.job.after import parse_after
+    from hpcjax.job import after
 
     changes = {}
     if args.sweep:
@@ -105,7 +105,7 @@ def shaped(spec, args: argparse.Namespace):
         raise UsageError("--max-parallel limits the elements of a sweep, and no --sweep is given",
                          "add --sweep NAME=V1,V2 (and {NAME} in the command), or drop --max-parallel")
     if args.after:
-        changes["after"] = tuple(parse_after(text) for text in args.after)
+        changes["after"] = after.dependencies(args.after, after.OPTION)
     return dataclasses.replace(spec, **changes) if changes else spec
 
 

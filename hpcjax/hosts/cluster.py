@@ -98,10 +98,6 @@ class Cluster:
             _homes[key] = done.stdout.strip()
         return _homes[key]
 
-    def remember_home(self, path: str) -> None:
-        """remote_dir as it is there, made already (by the stage step's first command)."""
-        _homes[(self.destination, self.ssh_options, self.remote_dir)] = path
-
     def as_record(self) -> dict:
         """What a job record keeps: which cluster, and where its files are. Never how to reach
         it (ssh options) nor what to run there (python): a record may be written by others

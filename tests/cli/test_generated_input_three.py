@@ -18,7 +18,7 @@ from hpcjax.values import jsonlines
 from hpcjax.catalog import records
 from hpcjax.values.errors import HpcjaxError
 from hpcjax.job import clusters, profiles
-from hpcjax.job.after import parse_after
+from hpcjax.job.after import OPTION, dependencies
 
 from test_bad_input import cli
 from test_generated_input import PIECES, hostile
@@ -111,7 +111,7 @@ def test_a_record_of_any_shape_is_refused_or_names_a_cluster_reached_only_the_us
 @given(text=hostile | st.text(max_size=12))
 def test_after_is_parsed_or_refused(text):
     try:
-        job, when = parse_after(text)
+        [(job, when)] = dependencies(text, OPTION)
     except HpcjaxError:
         return
     assert job.replace("_", "").isdigit() and when in ("ok", "any")

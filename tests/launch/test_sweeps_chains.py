@@ -16,6 +16,7 @@ from conftest import DATA_DIR, run_hpcjax
 from hpcjax.values.errors import UsageError
 from hpcjax.job import sweeps
 from hpcjax.slurm.script import render_sbatch
+from hpcjax.job import after
 from hpcjax.job.after import dependencies
 from hpcjax.job.spec import JobSpec
 
@@ -69,10 +70,15 @@ def test_each_element_gets_its_own_command_verbatim_in_bash(tmp_path):
 def test_dependencies_render_as_slurm_asks_for_them():
     text = render_sbatch(JobSpec(command=("t",), after=dependencies(["12", "13_2:any"])))
     assert "#SBATCH --dependency=afterok:12,afterany:13_2" in text and "#SBATCH --kill-on-invalid-dep=yes" in text
-    with pytest.raises(UsageError, match="--after 12:done asks for 'done', not ok or any"):
+    # refused in the caller's spelling: the API's after=, the command line's --after
+    with pytest.raises(UsageError, match="after='12:done' asks for 'done', not ok or any") as refused:
         dependencies("12:done")
-    with pytest.raises(UsageError, match="--after 'job7' is not a job id"):
+    assert 'pass after="JOBID[:ok|:any]"' in refused.value.hint
+    with pytest.raises(UsageError, match="^after='job7' is not a job id"):
         dependencies(["job7"])
+    with pytest.raises(UsageError, match="^--after 'job7' is not a job id") as refused:
+        dependencies(["job7"], after.OPTION)
+    assert refused.value.hint.startswith("write --after JOBID[:ok|:any]")
 
 
 def runs_json(cwd, *options) -> list[dict]:
