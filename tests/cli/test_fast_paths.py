@@ -31,7 +31,8 @@ FOLLOW = {"hpcjax.follow", "hpcjax.values.voice", "hpcjax.follow.hangs", "hpcjax
           "hpcjax.values.nodelist", "hpcjax.protocol.hangblame", "hpcjax.protocol.stackgroups",
           "hpcjax.protocol.statuses"}
 CATALOG = {"hpcjax.catalog", "hpcjax.catalog.db", "hpcjax.catalog.keep", "hpcjax.catalog.records"}
-LOCAL = {"hpcjax.backends", "hpcjax.backends.local", "hpcjax.localjobs", "hpcjax.localjobs.chains",
+# hpcjax.hosts.cluster: the backends' default, this machine (THIS_MACHINE; 3 ms, its imports are COMMON's)
+LOCAL = {"hpcjax.backends", "hpcjax.hosts.cluster", "hpcjax.backends.local", "hpcjax.localjobs", "hpcjax.localjobs.chains",
          "hpcjax.localjobs.environment", "hpcjax.localjobs.processes", "hpcjax.localjobs.queue",
          "hpcjax.protocol.placement"}
 JOB_VERBS = {"hpcjax.cli.jobs", "hpcjax.cli.following", "hpcjax.job.clusters", "hpcjax.cli.kinds", "hpcjax.cli.outputs", "hpcjax.job.profiles",
