@@ -267,7 +267,7 @@ class SlurmBackend(Backend):
 
     def _refresh_in_hold(self, conn, row: dict) -> None:
         try:
-            status = self.attach(row["job_id"], records.load(row["key"]), None).status()
+            status = self.attach(row["job_id"], records.load(row["key"]), THIS_MACHINE).status()
         except HpcjaxError:
             return  # its hold's queue is gone: as last seen
         db.save(conn, row["key"], state=status.state, final=status.finished, exit_code=status.job_exit_code)
