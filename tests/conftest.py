@@ -29,6 +29,7 @@ import re
 import shutil
 import subprocess
 import sys
+from itertools import zip_longest
 from pathlib import Path
 
 import forkserver
@@ -137,17 +138,22 @@ def group_of(item) -> str | None:
 # Where the groups go in the first 85 % of the run: after them, about four minutes of single tests
 # balance the workers' ends.
 GROUPS_SPAN = 0.85
+# The xdist groups whose tests mostly wait on SLURM: the seam matrix's cells, another release's cluster.
+WAITING_GROUPS = ("cluster-", "release-")
 
 
 def groups_spread_out(items: list) -> list:
     """The same tests with each xdist group (one worker runs it, in order) placed evenly over the
-    first GROUPS_SPAN of the run, the largest first and the next largest a third further on,
-    instead of all at its start. With xdist's own
-    order (--loadscope-reorder: the largest groups first) the three seam groups and the release
-    groups, which mostly wait on SLURM (requeues, hang watches, other releases' clusters), held all
-    three workers for the run's first seven minutes with the CPU 20-50 % idle (vmstat, CI 13); here
-    one or two of them run at a time beside tests that compute. The test command runs the main tier
-    with --no-loadscope-reorder, so that xdist hands out work in this order."""
+    first GROUPS_SPAN of the run instead of all at its start. With xdist's own order
+    (--loadscope-reorder: the largest groups first) the three seam groups and the release groups,
+    which mostly wait on SLURM (requeues, hang watches, other releases' clusters), held all three
+    workers for the run's first seven minutes with the CPU 20-50 % idle (vmstat, CI 13). Placed by
+    size alone (CI 16), four waiting groups still fell in the run's first fifth, and the CPU sat 60-95 %
+    idle whenever three waited at once. So the waiting groups (WAITING_GROUPS) alternate, a seam group,
+    then a release group, the largest first, and every third place is a group that computes or holds
+    the whole cluster (the pipelines' reference, the training strategies, the exit guard's ten
+    jobs): at most one or two wait at a time, beside tests that compute. The test command runs the
+    main tier with --no-loadscope-reorder, so that xdist hands out work in this order."""
     units: dict[str, list] = {}
     for item in items:
         if group_of(item) is not None:
@@ -155,13 +161,20 @@ def groups_spread_out(items: list) -> list:
     rest = [item for item in items if group_of(item) is None]
     if not units or not rest:
         return items
-    by_size = sorted(units.values(), key=len, reverse=True)
-    # dealt like cards into three piles, laid one after another: the three largest (the seam groups)
-    # come a third of the span apart, not next to each other
-    ordered = [unit for pile in range(3) for unit in by_size[pile::3]]
+    by_size = sorted(units, key=lambda name: len(units[name]), reverse=True)
+    seams = [name for name in by_size if name.startswith(WAITING_GROUPS[0])]
+    releases = [name for name in by_size if name.startswith(WAITING_GROUPS[1])]
+    others = [name for name in by_size if name not in seams and name not in releases]
+    waiting = [name for pair in zip_longest(seams, releases) for name in pair if name]
+    ordered = []
+    for k, name in enumerate(waiting):
+        ordered.append(name)
+        if k % 2 == 1 and others:
+            ordered.append(others.pop(0))
+    ordered += others
     at: dict[int, list] = {}  # index in `rest` -> the groups placed before it
-    for k, unit in enumerate(ordered):
-        at.setdefault(int((k + 0.5) / len(ordered) * GROUPS_SPAN * len(rest)), []).extend(unit)
+    for k, name in enumerate(ordered):
+        at.setdefault(int((k + 0.5) / len(ordered) * GROUPS_SPAN * len(rest)), []).extend(units[name])
     return [item for i, single in enumerate(rest) for item in [*at.get(i, []), single]]
 
 

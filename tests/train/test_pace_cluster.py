@@ -23,7 +23,10 @@ pytestmark = [pytest.mark.cluster, pytest.mark.serial]
 # size a step is mostly matrix products on the CPU, not Gloo's all-reduce.
 MODEL = ["--seq-len", "64", "--d-model", "256", "--heads", "8", "--layers", "2", "--d-ff", "1024",
          "--warmup-steps", "5", "--corpus-bytes", str(1 << 20)]
-PER_DEVICE_BATCH = 8  # the same work per device whatever the layout: 8 devices get 4x the batch of 2
+# Sequences per device: 8 with one device per process; with 4 per process, 4 each (twice the one-device
+# run's work per process, not four times: its run took 110 s of the serial tier, which nothing else
+# can use, and compute still outweighs the all-reduce)
+PER_DEVICE_BATCH = {1: 8, 4: 4}
 # captures at --pace-every 10: steps 17-19, 27-29, 37-39, 47-49; a rank is named after three
 # agreeing captures (train.pace's STREAK), so one capture to spare (80 steps for one device
 # per process gave 7 captures: 30 s more of the serial tier, which nothing else can use)
@@ -37,7 +40,7 @@ def train(tmp_path, slow: bool, devices_per_process: int = 1):
         [sys.executable, "-m", "hpcjax", "submit", "--nodes", "2", *layout, "--wait", "--",
          sys.executable, "-m", "hpcjax", "train", "--strategy", "dp", "--steps", str(STEPS),
          "--pace-every", "10", "--checkpoint-every", "0", "--run-dir", str(run_dir), *MODEL,
-         "--batch-size", str(PER_DEVICE_BATCH * 2 * devices_per_process)],
+         "--batch-size", str(PER_DEVICE_BATCH[devices_per_process] * 2 * devices_per_process)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path, env=os.environ)
     job_id = proc.stdout.readline().strip()
     if slow:  # stopped 40 ms of every 80 until the job ends
@@ -53,8 +56,8 @@ def train(tmp_path, slow: bool, devices_per_process: int = 1):
 
 @pytest.mark.parametrize("devices_per_process", [1, 4])
 def test_a_rank_slowed_from_outside_is_named_and_no_other(tmp_path, slurm_cluster, hpcjax_home, devices_per_process):
-    """With 4 emulated devices per process too (each doing the one-device run's work: the same
-    batch per device), each collective counted on the process's device that arrived last."""
+    """With 4 emulated devices per process too (each with half the one-device run's batch: twice
+    its work per process), each collective counted on the process's device that arrived last."""
     run_dir, log, paces = train(tmp_path, slow=True, devices_per_process=devices_per_process)
     assert len(paces) == CAPTURES
     assert all(p["hosts"] == ["node1", "node2"] for p in paces)
