@@ -45,11 +45,14 @@ def _of(job: str, states: dict[str, str]) -> dict[str, str]:
 
 
 def _missed(job: str, states: dict[str, str]) -> str:
-    """How job (or the first of its elements) ended otherwise than COMPLETED; "" if none did."""
-    missed = sorted((key, state) for key, state in states.items() if state in FINISHED_STATES and state != "COMPLETED")
+    """How job (or the first of its elements) ended otherwise than COMPLETED; "" if none did. An element's
+    row comes before the array's own: accounting, seconds behind, can still list the last element started
+    under the array's id while the controller already names it."""
+    missed = sorted((key == job, key, state) for key, state in states.items()
+                    if state in FINISHED_STATES and state != "COMPLETED")
     if not missed:
         return ""
-    key, state = missed[0]
+    _, key, state = missed[0]
     return state if key == job else f"{state} (its element {key})"
 
 
