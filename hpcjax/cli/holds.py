@@ -17,6 +17,8 @@ from hpcjax.values.voice import say
 from hpcjax.cli.verbs import HELP
 
 READY_EVERY_S = 0.5
+# SLURM's KillWait (30 s by default) for what runs in a released hold to stop, then its nodes' clean-up
+RELEASE_WAIT_S = 120.0
 NOT_FOR_A_HOLD = (("on", "a hold cannot run inside another"), ("requeue", "a hold is not requeued"),
                   ("preflight", "run the preflight in the jobs you put in it: --on NAME --preflight"),
                   ("spares", "hold the nodes you want: --nodes N"))
@@ -167,7 +169,35 @@ def cmd_release(args: argparse.Namespace, command: list[str]) -> int:
         say(f"hold {args.name} (job {hold.job_id}) had ended already")
         return 0
     controller.slurm_on(cluster.host()).run(commands.cancel(hold.job_id))
-    say(f"released hold {args.name} (job {hold.job_id}); a job running in it ends with it")
+    if args.no_wait:
+        say(f"released hold {args.name} (job {hold.job_id}); a job running in it ends with it")
+        return 0
+    return wait_gone(args.name, hold, cluster)
+
+
+def wait_gone(name: str, hold, cluster) -> int:
+    """Follow a released hold until SLURM lists it no more, its nodes free for the next job (a job in
+    it that saves on SIGTERM keeps it COMPLETING for seconds); Ctrl-C leaves it ending."""
+    from hpcjax.slurm import holds
+
+    deadline = time.monotonic() + RELEASE_WAIT_S
+    said = ""
+    try:
+        while state := holds.still_listed(hold, cluster):
+            if time.monotonic() > deadline:
+                say(f"released hold {name} (job {hold.job_id}), still {state} after {RELEASE_WAIT_S:.0f} s: SLURM "
+                    f"is stopping what runs in it and cleaning up its nodes (`squeue -j {hold.job_id}` shows it "
+                    "until it is gone)")
+                return 0
+            if state != said:
+                say(f"hold {name} (job {hold.job_id}) ending: {state} (a job in it that saves on SIGTERM has "
+                    "KillWait seconds)")
+                said = state
+            time.sleep(READY_EVERY_S)
+    except KeyboardInterrupt:
+        say(f"\ninterrupted: hold {name} (job {hold.job_id}) was released and is ending")
+        return 130
+    say(f"released hold {name} (job {hold.job_id}): ended, its nodes are free")
     return 0
 
 
@@ -187,5 +217,6 @@ def add_hold_verbs(sub) -> None:
 
     release = sub.add_parser("release", help=HELP["release"])
     release.add_argument("name", help="the hold's name (`hpcjax holds` lists them)")
+    release.add_argument("--no-wait", action="store_true", help="return once cancelled, not when its nodes are free")
     add_cluster_options(release, profile_file=True)
     release.set_defaults(run=cmd_release, takes_command=False)

@@ -144,6 +144,18 @@ def ended(hold: Hold, cluster=THIS_MACHINE) -> bool:
     return found is None or found.finished
 
 
+def still_listed(hold: Hold, cluster=THIS_MACHINE) -> str:
+    """The controller's state of the hold's job while it still holds its nodes (COMPLETING too: SLURM
+    is stopping what runs in it, a job that saves on SIGTERM has KillWait seconds, and cleaning up);
+    "" once it has ended or is forgotten (accounting may say CANCELLED before this does)."""
+    from hpcjax.protocol.contract import FINISHED_STATES
+    from hpcjax.slurm import controller
+
+    fields = controller.slurm_on(cluster.host()).queue_lines([hold.job_id]).get(hold.job_id)
+    state = fields[1].split()[0] if fields and fields[1] else ""
+    return "" if state in FINISHED_STATES else state
+
+
 QUEUE = r'''set -e
 spool=$1; dir=$2; head=$3; tail=$4; hold=$5
 mkdir -p "$spool" "$(dirname "$head$hold")"  # the job's log directory: sbatch's would be made before it

@@ -116,6 +116,33 @@ def test_jobs_run_one_after_another_in_a_hold_that_outlives_them_until_its_time_
     assert squeue(held) == ""
 
 
+SAVES_ON_TERM = [sys.executable, "-c", "import pathlib, signal, sys, time\n"
+                 "def save(*_):\n    time.sleep(4)\n    pathlib.Path(sys.argv[1]).write_text('saved')\n    sys.exit(0)\n"
+                 "signal.signal(signal.SIGTERM, save)\nprint('ready', flush=True)\ntime.sleep(300)"]
+
+
+def test_release_returns_once_the_hold_is_gone_though_its_job_takes_seconds_to_stop(tmp_path, slurm_cluster,
+                                                                                    hpcjax_home):
+    """A job in the hold that saves on SIGTERM (as `hpcjax train` does) keeps the hold COMPLETING for
+    seconds after scancel: `release` returned at once and the next command still saw the hold (20.11's
+    matrix cell failed so in CI). It returns once SLURM no longer lists the hold: its nodes are free."""
+    name = f"r{os.getpid()}"
+    held = hold(tmp_path, name, "00:05:00")
+    try:
+        job = run_hpcjax("submit", "--on", name, "--", *SAVES_ON_TERM, str(tmp_path / "saved"), cwd=tmp_path)
+        assert job.returncode == 0, job.stderr
+        for _ in range(150):
+            if "ready" in run_hpcjax("logs", job.stdout.strip(), cwd=tmp_path).stdout:
+                break
+            time.sleep(0.2)
+    finally:
+        done = run_hpcjax("release", name, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert f"released hold {name} (job {held}): ended, its nodes are free" in done.stderr, done.stderr
+    assert squeue(held) == ""
+    assert (tmp_path / "saved").read_text() == "saved"  # its job had the time to save, and had saved
+
+
 def test_a_rerun_in_a_hold_is_warm_and_release_ends_the_hold(tmp_path, slurm_cluster, hpcjax_home):
     """The hold's jobs share one compilation cache: the same training run again (another run
     directory, as after an edit that left the program as it was) compiles nothing. Then `release`.
@@ -141,12 +168,8 @@ def test_a_rerun_in_a_hold_is_warm_and_release_ends_the_hold(tmp_path, slurm_clu
         assert f"{held}-hold/compile-cache" in again, again
     finally:
         done = run_hpcjax("release", name, cwd=tmp_path)  # never a hold of an hour left behind
-    assert done.returncode == 0 and f"released hold {name} (job {held})" in done.stderr
-    for _ in range(150):
-        if squeue(held) == "":
-            break
-        time.sleep(0.2)
-    assert squeue(held) == ""
+    assert done.returncode == 0 and f"released hold {name} (job {held}): ended" in done.stderr, done.stderr
+    assert squeue(held) == ""  # release returns once the hold is gone
     late = run_hpcjax("submit", "--on", name, "--", *WHERE, cwd=tmp_path)
     assert late.returncode == 2 and f"hold {name} (job {held}) has ended" in late.stderr, late.stderr
     assert json.loads(run_hpcjax("holds", "--json", cwd=tmp_path).stdout) == []
