@@ -66,6 +66,14 @@ export SLURM_CONF=${SLURM_CONF:-${HPCJAX_DEVCLUSTER_DIR:-/var/lib/hpcjax-devclus
 # Every test's phases with their start and end (tests/conftest.py), one JSON line each: which
 # worker ran what when, kept beside the clone for the next person who makes the suite faster.
 export HPCJAX_TEST_TIMELINE=${HPCJAX_TEST_TIMELINE:-$PWD/test-timeline.jsonl}
+# One JAX compilation cache for all of this run's tiers (tests/conftest.py, shared_compile_cache, keeps
+# one per pytest session otherwise): the waits lane and the serial tier compile programs the main run
+# has compiled. Fresh per run: no run starts from an earlier run's cache.
+if [ -z "${HPCJAX_COMPILE_CACHE:-}" ]; then
+  HPCJAX_COMPILE_CACHE=$(mktemp -d /tmp/hpcjax-compile-cache.XXXXXX)
+  cache_made=$HPCJAX_COMPILE_CACHE
+  export HPCJAX_COMPILE_CACHE
+fi
 rm -f "$HPCJAX_TEST_TIMELINE"
 status=0
 counted() {  # a failing run's exit status becomes the script's; 5 is none selected (e.g. with -k)
@@ -131,4 +139,5 @@ tier -ra -m serial "$@"
 wait  # the image build and the cluster user, if a selection of tests (-k) ended before them
 if [ -n "${HPCJAX_TEST_IMAGE_BUILD:-}" ]; then rm -rf "$HPCJAX_TEST_IMAGE_BUILD"; fi
 if [ -n "${releases_made:-}" ]; then rm -rf "$releases_made"; fi
+if [ -n "${cache_made:-}" ]; then rm -rf "$cache_made"; fi
 exit "$status"

@@ -238,7 +238,8 @@ def shared_compile_cache(tmp_path_factory):
     """One JAX compilation cache for every JAX program of this test session (hpcjax train's
     `auto`, the API's workers, checks): the same small programs compile in many tests, and
     compiling is most of their CPU time. Fresh per session (under pytest's base temporary
-    directory, shared by the xdist workers), so no run starts from an earlier run's cache.
+    directory, shared by the xdist workers), so no run starts from an earlier run's cache, unless
+    set before (scripts/test.sh sets one, fresh, for all the tiers of its run).
     Tests of the cache itself name their own directory or take this one away."""
     from hpcjax.protocol.contract import COMPILE_CACHE_ENV
 
