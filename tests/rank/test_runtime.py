@@ -104,6 +104,17 @@ def test_roll_call_releases_everyone_when_all_arrive():
     assert _run_ranks(free_port(), 5, range(5), 10) == {}
 
 
+def test_retries_double_from_milliseconds_to_twenty_a_second():
+    """A rank early by milliseconds (the usual case: every rank imports JAX at once) tries again
+    within milliseconds; one that keeps waiting asks at most 20 times a second, however many ranks."""
+    from itertools import islice
+
+    from hpcjax.rank.start.rendezvous import POLL_S, RETRY_S, delays
+
+    assert list(islice(delays(RETRY_S), 7)) == [0.002, 0.004, 0.008, 0.016, 0.032, 0.05, 0.05]
+    assert list(islice(delays(POLL_S), 6)) == [0.001, 0.002, 0.004, 0.008, 0.01, 0.01]
+
+
 def test_roll_call_names_who_did_not_arrive():
     errors = _run_ranks(free_port(), 6, [0, 1, 3, 5], 0.8)
     assert "process(es) 2, 4 of 6 did not arrive within 0.8 s (arrived: 0, 1, 3, 5)" in errors[0].message

@@ -22,9 +22,13 @@ from hpcjax.values.voice import say
 GO = b"go\n"
 ABORT = b"no "  # followed by process 0's reason and a newline
 NO_COORDINATOR = ABORT + b"it could not start the JAX coordination service\n"
-RETRY_S = 0.05
+# Retries double from the first delay to the last: every rank imports JAX at once, so a rank that
+# finds process 0 not yet listening is most often early by milliseconds (a flat 50 ms retry cost
+# 25 ms on average to every job's start), while one that keeps waiting (process 0 slow to start)
+# comes back 20 times a second at most, however many ranks ask.
+RETRY_S = (0.002, 0.05)
 CLIENT_GRACE_S = 5.0
-POLL_S = 0.01
+POLL_S = (0.001, 0.01)  # process 0's look for its own coordination service, the same way
 SAY_EVERY_S = 30.0  # how often a rank that cannot reach process 0 says so again
 QUIET_REFUSED_S = 10.0  # ... but a refusal only after this long: at first it is the usual race
 RESOLVE_GRACE_S = 3.0  # a resolver failing "for now" (EAI_AGAIN) is retried this long
@@ -100,15 +104,24 @@ def release(conns: list[socket.socket], word: bytes = GO) -> None:
         conn.close()
 
 
+def delays(first_and_last: tuple[float, float]):
+    """The waits between tries: doubling from the first to the last, then the last."""
+    delay, last = first_and_last
+    while True:
+        yield delay
+        delay = min(2 * delay, last)
+
+
 def wait_until_listening(port: int, timeout_s: float) -> bool:
     """True once something (JAX's coordination service) accepts connections on port."""
     deadline = time.monotonic() + timeout_s
+    waits = delays(POLL_S)
     while time.monotonic() < deadline:
         try:
             with socket.create_connection(("localhost", port), timeout=1.0):
                 return True
         except OSError:
-            time.sleep(POLL_S)
+            time.sleep(next(waits))
     return False
 
 
@@ -155,6 +168,7 @@ def check_in(host: str, port: int, process_id: int, timeout_s: float) -> None:
     deadline = started + timeout_s
     last_error: Exception | None = None
     last_said = None
+    waits = delays(RETRY_S)
     while time.monotonic() < deadline:
         # A refusal in the first seconds is the usual race (process 0 still importing JAX).
         quiet_s = QUIET_REFUSED_S if isinstance(last_error, ConnectionRefusedError) else 0.0
@@ -177,7 +191,7 @@ def check_in(host: str, port: int, process_id: int, timeout_s: float) -> None:
                 last_error = ConnectionError("process 0 closed the roll call without a go")
         except (OSError, socket.timeout) as err:
             last_error = err
-        time.sleep(RETRY_S)
+        time.sleep(next(waits))
     raise RendezvousError(
         f"process {process_id}: process 0 at {host}:{port} did not release the roll call within "
         f"{timeout_s:g} s (last error: {why(last_error) if last_error else 'none'})",
