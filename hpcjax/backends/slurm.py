@@ -280,4 +280,3 @@ class SlurmBackend(Backend):
                                      overlap=run.slurm.has("srun", "--overlap"))
         done = run.host.run(argv, timeout=120)
         return done.stdout, done.stderr
-
