@@ -17,8 +17,8 @@ from pathlib import Path, PurePosixPath
 
 from hpcjax.values.errors import UsageError
 from hpcjax.hosts.cluster import THIS_MACHINE, Cluster
-from hpcjax.job import clusters, profiles
-from hpcjax.job.spec import JobSpec
+from hpcjax.job import profiles
+from hpcjax.launch import request
 from hpcjax.values.validate import require_int, resolved_local_path
 
 # Ray's fields that describe TPU slices or Ray's own scheduler: no meaning on SLURM.
@@ -61,25 +61,24 @@ class ScalingConfig:
                 profiles.check_value(key, value, f"ScalingConfig({key}=...)", sequences=(list, tuple),
                                      example=f"ScalingConfig({key}={python_example(key)})")
         self.profile, self.profile_file = profile, profile_file
-        values = profiles.resolve(profile, profile_file)[0] if profile else {}
-        # The command is the call's, set when it is submitted; this checks everything else now.
-        self.spec = profiles.build_spec(["python"], profiles.with_overrides(values, self.options))
-        # Where the job goes: `cluster` (a profile naming a host, an SSH destination, or a
-        # Cluster), else the profile's host, else $HPCJAX_CLUSTER; Cluster(): this machine's SLURM.
-        if not isinstance(cluster, (str, Cluster, type(None))):  # None: not given
-            raise UsageError(f"cluster must be a profile name or an SSH destination, got {type(cluster).__name__}",
-                             'e.g. ScalingConfig(cluster="me@login.example.org") or cluster="ibex" (a profile)')
-        self.cluster_named = isinstance(cluster, (str, Cluster))
-        self.cluster = cluster if isinstance(cluster, Cluster) else clusters.cluster_named(
-            cluster, values, profile_file, what="cluster=", profile=profile)
-        self.ship_limit_mb = values.get("ship_limit_mb")
+        # What the API asks, as the command line's is (hpcjax.launch.request: one resolve for both). The
+        # command is the call's, set when it is submitted; everything else is checked now: the options
+        # over the profile, and where the job goes (`cluster`: a profile naming a host, an SSH
+        # destination, or a Cluster; else the profile's host, else $HPCJAX_CLUSTER; else this machine).
+        self.request = request.Request(command=("python",), given=dict(self.options), profile=profile,
+                                       profile_file=profile_file, cluster=cluster, python_api=True)
+        values = request.options(self.request)
+        self.spec = request.job(self.request, values)
+        self.cluster = request.where(self.request, values)
 
     @property
     def num_workers(self) -> int:
         return self.spec.layout.num_processes
 
-    def job(self, command: list[str], **fields) -> JobSpec:
-        return dataclasses.replace(self.spec, command=tuple(command), **fields)
+    def going(self, backend: str | None) -> Cluster:
+        """Where a job of this config goes on `backend`: the local backend runs here (a cluster that
+        only a default named gives way to it; one named with cluster= is a contradiction, refused)."""
+        return request.where(dataclasses.replace(self.request, backend=backend or request.AUTO))
 
     def __repr__(self) -> str:
         return f"ScalingConfig({self.spec.layout.name}, {self.options})"

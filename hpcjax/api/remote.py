@@ -19,7 +19,6 @@ from hpcjax.api import calls, submit
 from hpcjax.api.submit import cancel_on_interrupt
 from hpcjax.api.configs import ScalingConfig, storage_dir
 from hpcjax.values.errors import UsageError
-from hpcjax.job.after import dependencies
 
 
 def remote(function=None, /, *, backend: str | None = None, storage_path: str | None = None, **options):
@@ -45,7 +44,7 @@ class RemoteFunction:
         self.function, self.scaling, self.backend = function, scaling, backend
         self.storage_path = storage_path
         # where it goes, resolved once (a contradiction, cluster= with backend='local', is refused now)
-        self.cluster = submit.target_cluster(scaling, backend)
+        self.cluster = scaling.going(backend)
         functools.update_wrapper(self, function)
 
     def __call__(self, *args, **kwargs):
@@ -86,4 +85,4 @@ class RemoteFunction:
         return submit.launch(self.function, elements, self.scaling, backend=self.backend, cluster=self.cluster,
                              storage=storage,
                              job_name=getattr(self.function, "__name__", "remote"), array=array,
-                             max_parallel=max_parallel, after=dependencies(after))
+                             max_parallel=max_parallel, after=after)

@@ -7,7 +7,7 @@ the caller's modules from the job's snapshot of the working tree, hpcjax from it
 and submitit and cloudpickle from copies staged in the call folder (a cluster's Python, or an
 image, needs only JAX).
 
-    cluster = target_cluster(scaling, backend=None)   # resolved once, when the Trainer or remote is made
+    cluster = scaling.going(backend=None)   # resolved once, when the Trainer or remote is made
     calls = launch(fn, [((1,), {})], scaling, backend=None, cluster=cluster, storage=storage_dir(..., cluster), job_name="f")
 """
 
@@ -28,17 +28,6 @@ from hpcjax.hosts import ship
 from hpcjax.follow.interrupts import uninterrupted
 from hpcjax.values.voice import say
 from hpcjax.values.errors import UsageError
-
-
-def target_cluster(scaling: ScalingConfig, backend: str | None):
-    """The Cluster a call goes to (one reached over SSH, or this machine's). The local backend runs
-    here: a cluster that only a default named ($HPCJAX_CLUSTER, a profile's host) gives way to it;
-    one named in the call is a contradiction."""
-    from hpcjax import backends
-
-    return backends.cluster_for(backend, scaling.cluster, named=scaling.cluster_named, spelled=backends.ARGUMENTS)
-
-
 
 
 @dataclasses.dataclass(frozen=True)
@@ -101,27 +90,29 @@ class CallStage:
 
 def launch(function, arguments: list[tuple[tuple, dict]], scaling: ScalingConfig, *, backend: str | None,
            cluster, storage, job_name: str, session: dict | None = None, max_parallel: int | None = None,
-           array: bool = False, after: tuple = ()) -> list[calls.Call]:
+           array: bool = False, after=None) -> list[calls.Call]:
     """Submit one job (or, with `array`, a job array of one element per argument) to `cluster`
-    (target_cluster's answer, resolved once by the caller); the Calls in order. Everything is
-    checked before anything is written or submitted."""
-    from hpcjax.launch import steps, submission
+    (scaling.going's answer, resolved once by the caller); the Calls in order. `after`: jobs (handles,
+    or "JOBID[:ok|:any]") it waits for. Everything is checked before anything is written or submitted."""
+    from hpcjax.launch import steps
+    from hpcjax.launch.request import resolve
 
     found: list[Data] = []
     for args, kwargs in arguments:
         calls.unwrap_data((args, kwargs), found)
     element = folder.ARRAY_ELEMENT if array else "0"
     fields = dict(output_dir=str(PurePosixPath(storage) / "logs" if cluster.remote else Path(storage) / "logs"),
-                  job_name=job_name, after=after, run_dir=(session or {}).get("run_dir"))
+                  job_name=job_name, run_dir=(session or {}).get("run_dir"))
     if array:
         fields.update(array=len(arguments), array_parallel=max_parallel)
-    placeholder = [sys.executable, "-u", "-m", "hpcjax.api.worker", "CALL_DIR", element]  # the stage sets CALL_DIR
+    placeholder = (sys.executable, "-u", "-m", "hpcjax.api.worker", "CALL_DIR", element)  # the stage sets CALL_DIR
     stage = CallStage(function, arguments, session, PurePosixPath(storage) if cluster.remote else Path(storage),
                       element)
-    sub = submission(scaling.job(placeholder, **fields), backend or "auto", cluster,
-                     limit_mb=scaling.ship_limit_mb, data=tuple((d.path, d.on_cluster) for d in found),
-                     storage=(("storage", str(storage)),) if not cluster.remote else (), call=stage,
-                     dirs_there=(str(PurePosixPath(storage) / "calls"),) if cluster.remote else ())
+    travels = dict(data=tuple((d.path, d.on_cluster) for d in found), call=stage,
+                   storage=(("storage", str(storage)),) if not cluster.remote else (),
+                   dirs_there=(str(PurePosixPath(storage) / "calls"),) if cluster.remote else ())
+    sub = resolve(dataclasses.replace(scaling.request, command=placeholder, backend=backend or "auto", cluster=cluster,
+                                      fields=fields, after=after, travels=travels))
     try:
         runs = steps.submit(sub)
     except KeyboardInterrupt as interrupt:

@@ -41,7 +41,7 @@ class Trainer:
         self.scaling = scaling_config or ScalingConfig()
         self.run_config = run_config or RunConfig()
         # where it goes, resolved once (cluster= with backend='local' is refused now)
-        self.cluster = submit.target_cluster(self.scaling, self.run_config.backend)
+        self.cluster = self.scaling.going(self.run_config.backend)
 
     def fit(self) -> Result:
         """Run the loop as a job and wait for it (the job's state on stderr). A failed or

@@ -10,8 +10,7 @@ import argparse
 import json
 import time
 
-from hpcjax.cli.options import (add_cluster_options, add_job_options, cluster_from_args, merged_options,
-                                spec_from_args)
+from hpcjax.cli.options import add_cluster_options, add_job_options, cluster_from_args, request_from_args
 from hpcjax.values.errors import UsageError
 from hpcjax.values.voice import say
 from hpcjax.cli.verbs import HELP
@@ -28,28 +27,27 @@ def cmd_hold(args: argparse.Namespace, command: list[str]) -> int:
     import dataclasses
 
     from hpcjax.cli.following import interrupted_one
-    from hpcjax.cli.jobs import submission_of
     from hpcjax.launch import steps
+    from hpcjax.launch.request import job_and_cluster, submission
     from hpcjax.slurm import holds
 
     if command:
         raise UsageError("`hpcjax hold` holds an allocation and takes no command",
                          f"run one in it afterwards: hpcjax submit --on {args.name} -- COMMAND")
     check_name(args.name, "--name")
-    values = merged_options(args)
-    spec = spec_from_args(args, ["hpcjax-hold"], values)
+    request = request_from_args(args, ["hpcjax-hold"], ship_code=False, hold=True, hold_name=args.name,
+                                announce=lambda job_id: print(job_id, flush=True))
+    # SLURM's name for it: -J (or a profile's), else the hold's own
+    request = dataclasses.replace(request, defaults={**request.defaults, "job_name": args.name})
+    spec, cluster, values = job_and_cluster(request)
     for key, hint in NOT_FOR_A_HOLD:
         if getattr(spec, key):
             raise UsageError(f"--{key} cannot be used with `hpcjax hold`", hint)
-    if not values.get("job_name"):  # SLURM's name for it: -J (or a profile's), else the hold's own
-        spec = dataclasses.replace(spec, job_name=args.name)
-    cluster = cluster_from_args(args, values)
     with holds.naming(args.name, cluster):  # two `hold --name X` at once: the second sees the first
         if any(h.name == args.name and not holds.ended(h, cluster) for h in holds.holds(cluster)):
             raise UsageError(f"a hold named {args.name!r} is up already", f"use it (--on {args.name}), release it "
                              f"(hpcjax release {args.name}), or give another --name")
-        sub = submission_of(args, spec, values, cluster, ship_code=False, hold=True, hold_name=args.name,
-                            announce=lambda job_id: print(job_id, flush=True))
+        sub = submission(request, spec, cluster, values)
         try:
             [run] = steps.submit(sub)
         except KeyboardInterrupt as interrupt:

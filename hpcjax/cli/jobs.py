@@ -13,7 +13,7 @@ from hpcjax.cli import kinds
 from hpcjax.values.errors import HpcjaxError, UsageError
 from hpcjax.values.validate import make_directory
 from hpcjax.cli.options import (add_backend_option, add_cluster_options, add_job_options, cluster_from_args,
-                                merged_options, spec_from_args, takes_command)
+                                request_from_args, takes_command)
 from hpcjax.cli.outputs import output_file, write_atomically
 from hpcjax.cli.following import submit_and_follow
 from hpcjax.values.voice import say
@@ -21,13 +21,14 @@ from hpcjax.cli.verbs import HELP
 
 
 def cmd_render(args: argparse.Namespace, command: list[str]) -> int:
+    from hpcjax.launch.request import job_and_cluster, submission
     from hpcjax.slurm.script import render_sbatch
 
     output = output_file(args.output) if args.output is not None else None
-    values = merged_options(args)
-    spec, cluster = shaped(spec_from_args(args, command, values), args), cluster_from_args(args, values)
+    request = request_from_args(args, command)
+    spec, cluster, values = job_and_cluster(request)
     if cluster.remote:
-        spec = as_there(spec, cluster)
+        spec = as_there(submission(request, spec, cluster, values))
     else:
         warn_missing_here(spec)
     text = render_sbatch(spec, check_syntax=args.check)
@@ -64,58 +65,22 @@ def warn_missing_here(spec) -> None:
                 "sbatch of this script fails unless it exists where the job runs")
 
 
-def as_there(spec, cluster):
-    """The spec with the cluster's paths, its image and binds checked there (one round trip;
-    nothing shipped or made)."""
-    from hpcjax.launch import refusals, staging, submission
+def as_there(sub):
+    """The submission's spec with the cluster's paths, its image and binds checked there (one round
+    trip; nothing shipped or made)."""
+    from hpcjax.launch import refusals, staging
 
-    sub = submission(spec, cluster=cluster)
     probe = refusals.ask(sub, sub.backend.wants(sub))
     sub.backend.check(sub, probe)
     return staging.as_there(sub, probe.home).spec
 
 
-def submission_of(args: argparse.Namespace, spec, values: dict, cluster, **more):
-    """The resolve step of the CLI: the submission of `spec` with what travels with it from a
-    laptop (the profile's shipping limit, --upload)."""
-    from hpcjax.launch import submission, uploads
-
-    if getattr(args, "upload", None) and not cluster.remote:
-        raise UsageError("--upload ships a local directory to a cluster reached over SSH; this job runs "
-                         "on this machine, where it reads the directory in place",
-                         "drop --upload (give the program the path), or name the cluster: --cluster DEST")
-    shipped = tuple(uploads.parse_upload(text) for text in getattr(args, "upload", None) or ())
-    return submission(spec, getattr(args, "backend", "auto"), cluster, uploads=shipped,
-                      limit_mb=values.get("ship_limit_mb"), **more)
-
-
-def shaped(spec, args: argparse.Namespace):
-    """The spec with its sweep (one job array, an element per combination) and dependencies."""
-    import dataclasses
-
-    from hpcjax.job import sweeps
-    from hpcjax.job import after
-
-    changes = {}
-    if args.sweep:
-        commands, combos = sweeps.expand(spec.command, args.sweep)
-        changes.update(array=len(commands), array_parallel=args.max_parallel, array_commands=tuple(commands),
-                       sweep=tuple(combos))
-    elif args.max_parallel is not None:
-        raise UsageError("--max-parallel limits the elements of a sweep, and no --sweep is given",
-                         "add --sweep NAME=V1,V2 (and {NAME} in the command), or drop --max-parallel")
-    if args.after:
-        changes["after"] = after.dependencies(args.after, after.OPTION)
-    return dataclasses.replace(spec, **changes) if changes else spec
-
-
 def cmd_submit(args: argparse.Namespace, command: list[str]) -> int:
     from hpcjax.launch import steps
+    from hpcjax.launch.request import resolve
 
-    values = merged_options(args)  # the profile file is read once
-    spec = shaped(spec_from_args(args, command, values), args)
-    sub = submission_of(args, spec, values, cluster_from_args(args, values),
-                        announce=lambda job_id: print(job_id, flush=True))  # on stdout once it is recorded
+    announce = lambda job_id: print(job_id, flush=True)  # noqa: E731 (on stdout once it is recorded)
+    sub = resolve(request_from_args(args, command, announce=announce))
     if args.dry_run:
         shown, said = steps.dry_run(sub)
         say(said)

@@ -15,7 +15,7 @@ import threading
 import time
 
 from hpcjax.cli import kinds
-from hpcjax.cli.options import add_cluster_options, cluster_from_args, merged_options, takes_command
+from hpcjax.cli.options import add_cluster_options, cluster_from_args, takes_command
 from hpcjax.cli.stopping import sigterm_as_ctrl_c
 from hpcjax.values.errors import HpcjaxError, UsageError
 from hpcjax.values.voice import relay, say
@@ -29,7 +29,7 @@ def running_hold(args: argparse.Namespace):
     from hpcjax.values.nodelist import expand_hostlist
     from hpcjax.slurm import holds
 
-    cluster = cluster_from_args(args, merged_options(args) if getattr(args, "profile", None) else None)
+    cluster = cluster_from_args(args)  # a --profile's host too
     hold = holds.find(args.on, cluster)
     status = holds.status(hold, cluster)
     if status is None or status.state != "RUNNING":

@@ -4,13 +4,10 @@ cluster they name. (argparse the house way is hpcjax.cli.parsing.)"""
 from __future__ import annotations
 
 import argparse
-import re
-from pathlib import Path
 
 from hpcjax.protocol.contract import DEFAULT_OUTPUT_DIR
-from hpcjax.values.errors import SpecError, UsageError
+from hpcjax.values.errors import UsageError
 from hpcjax.job.envvars import parse_env_assignment
-from hpcjax.job.spec import JobSpec
 
 COMMAND_USAGE = " -- COMMAND [ARG ...]"
 
@@ -132,31 +129,24 @@ def command_line_options(args: argparse.Namespace) -> dict:
     from hpcjax.job.profiles import OPTIONS
 
     given = {key: getattr(args, key, None) for key in OPTIONS}
-    if args.env is not None:
+    if getattr(args, "env", None) is not None:
         given["env"] = dict(parse_env_assignment(e) for e in args.env)
     return given
 
 
-def merged_options(args: argparse.Namespace) -> dict:
-    """The profile's values (if --profile) under the command line's."""
-    from hpcjax.job import profiles
+def request_from_args(args: argparse.Namespace, command, **travels):
+    """The command line's request (hpcjax.launch.request): the job options as given, each named by its
+    flag, the profile, the cluster, the backend, the sweep and `--after`, what travels (--upload, and
+    `travels`: the rest of the Submission). hpcjax.launch.request resolves it, once."""
+    from hpcjax.launch.request import Request
 
-    if args.profile_file and not args.profile and not getattr(args, "cluster", None):
-        raise UsageError("--profile-file without --profile", "name the profile to apply: --profile NAME")
-    given = command_line_options(args)  # the command line's own values first, then the profile's under them
-    values = profiles.resolve(args.profile, args.profile_file)[0] if args.profile else {}
-    return profiles.with_overrides(values, given)
-
-
-def spec_from_args(args: argparse.Namespace, command: list[str], values: dict) -> JobSpec:
-    """The job's spec from `values` (merged_options(args): the profile file is read once). A bad
-    value is named as the user gave it: the flag, or the profile's file, name and key."""
-    from hpcjax.job import profiles
-
-    try:
-        return profiles.build_spec(command, values, defaults=args.job_defaults)
-    except SpecError as err:
-        raise as_given(err, args, values) from None
+    return Request(command=tuple(command), given=command_line_options(args), flags=job_flags(),
+                   defaults=getattr(args, "job_defaults", None) or {}, profile=getattr(args, "profile", None),
+                   profile_file=getattr(args, "profile_file", None), cluster=getattr(args, "cluster", None),
+                   remote_dir=getattr(args, "remote_dir", None), backend=getattr(args, "backend", "auto"),
+                   sweep=tuple(getattr(args, "sweep", None) or ()), max_parallel=getattr(args, "max_parallel", None),
+                   after=getattr(args, "after", None) or None, uploads=tuple(getattr(args, "upload", None) or ()),
+                   travels=travels)
 
 
 # The job options whose flag is not their name with dashes.
@@ -168,33 +158,18 @@ def flag_of(key: str) -> str:
     return FLAGS.get(key, "--" + key.replace("_", "-"))
 
 
+def job_flags() -> dict[str, str]:
+    """Each job option's flag."""
+    from hpcjax.job.profiles import OPTIONS
+
+    return {key: flag_of(key) for key in OPTIONS}
+
+
 def flagged(message: str, names) -> str:
-    """message with Python field names written as the flags a user types: `d_model=96` as
-    `--d-model 96`; a bare name only when it has an underscore (never an English word)."""
-    for name in names:
-        message = re.sub(rf"\b{name}=", flag_of(name) + " ", message)
-        if "_" in name:
-            message = re.sub(rf"(?<![-\w]){name}\b", flag_of(name), message)
-    return message
+    """message with Python field names written as the flags a user types (launch.request.flagged)."""
+    from hpcjax.launch.request import flagged as rewritten
 
-
-def as_given(err: SpecError, args: argparse.Namespace, values: dict) -> SpecError:
-    """err with its fields named as the user gave them: `gpus_per_process=3` becomes
-    `--gpus-per-process 3` when the command line said it, else the profile that did is named
-    (`values`: merged_options(args); what the command line did not give, the profile did)."""
-    from hpcjax.job import profiles
-
-    message, given = err.message, command_line_options(args)
-    for key in [k for k in err.fields if k in profiles.OPTIONS]:
-        if given.get(key) is not None:
-            message = flagged(message, [key]) if "_" in key or f"{key}=" in message else \
-                re.sub(rf"^{key}\b", flag_of(key), message)
-        elif getattr(args, "profile", None) and values.get(key) is not None:
-            path = Path(args.profile_file).expanduser() if args.profile_file else profiles.default_path()
-            message += f" (set by {path}, profile {args.profile!r}, key {key})"
-        else:  # not given anywhere: the default, named as the flag that changes it
-            message = re.sub(rf"\b{key}=(\S+)", lambda m: f"{flag_of(key)} {m[1]} (the default)", message)
-    return SpecError(message, err.hint, field=err.fields)
+    return rewritten(message, {name: flag_of(name) for name in names})
 
 
 def add_cluster_options(parser: argparse.ArgumentParser, *, profile_file: bool = False) -> None:
@@ -211,25 +186,11 @@ def add_cluster_options(parser: argparse.ArgumentParser, *, profile_file: bool =
                            "$HPCJAX_PROFILES, else ~/.config/hpcjax/profiles.toml)")
 
 
-def cluster_from_args(args: argparse.Namespace, values: dict | None = None):
-    """The Cluster the options name (Cluster(): this machine): --cluster (a profile naming a host,
-    or an SSH destination), else the profile's host, else $HPCJAX_CLUSTER; --remote-dir over
-    them. The local backend is this machine whatever the defaults say."""
-    from hpcjax.hosts.cluster import THIS_MACHINE
-    from hpcjax.job import clusters
+def cluster_from_args(args: argparse.Namespace):
+    """The Cluster the options name (hpcjax.launch.request.where: --cluster, a profile naming a host,
+    or an SSH destination; else the profile's host, else $HPCJAX_CLUSTER, else this machine)."""
+    from hpcjax.launch.request import Request, where
 
-    name, backend = getattr(args, "cluster", None), getattr(args, "backend", "auto") or "auto"
-    if backend != "auto":  # only then is the table needed (render and status import none of it)
-        from hpcjax import backends
-
-        if name is None and backends.runs_here(backend):  # this machine's, whatever the defaults name
-            return THIS_MACHINE
-    cluster = clusters.cluster_named(name, values, getattr(args, "profile_file", None),
-                                     profile=getattr(args, "profile", None))
-    if backend != "auto":
-        cluster = backends.cluster_for(backend, cluster)  # --cluster with a backend that runs here: refused
-    if cluster.remote and getattr(args, "remote_dir", None):
-        import dataclasses
-
-        cluster = dataclasses.replace(cluster, remote_dir=args.remote_dir)
-    return cluster
+    return where(Request(profile=getattr(args, "profile", None), profile_file=getattr(args, "profile_file", None),
+                         cluster=getattr(args, "cluster", None), remote_dir=getattr(args, "remote_dir", None),
+                         backend=getattr(args, "backend", "auto")))

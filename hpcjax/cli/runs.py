@@ -240,9 +240,8 @@ def _cluster(run: dict):
 
 
 def cmd_relaunch(args: argparse.Namespace, command: list[str] | None) -> int:
-    from hpcjax import launch
     from hpcjax.cli.following import submit_and_follow
-    from hpcjax.job import profiles
+    from hpcjax.launch.request import Request, job_and_cluster, submission
 
     run = find(args.job)
     if run.get("kind") == "hold":
@@ -255,10 +254,12 @@ def cmd_relaunch(args: argparse.Namespace, command: list[str] | None) -> int:
     values = {**run["options"], **given}  # what is given replaces what was recorded, lists too
     if "env" in given:
         values["env"] = {**run["options"].get("env", {}), **given["env"]}
-    spec = profiles.build_spec(command or run["command"], values)
     backend = args.backend if args.backend != "auto" else run["backend"]
+    request = Request(command=command or run["command"], given=values, backend=backend, cluster=_cluster(run),
+                      travels={"announce": lambda job: print(job, flush=True)})
+    spec, cluster, merged = job_and_cluster(request)  # a bad value refused before it is said to relaunch
     say(f"relaunching run {run['key']}" + (f" with {', '.join(sorted(given))} changed" if given else ""))
-    sub = launch.submission(spec, backend, _cluster(run), announce=lambda job: print(job, flush=True))
+    sub = submission(request, spec, cluster, merged)
     return submit_and_follow(sub, args.wait)
 
 

@@ -9,9 +9,8 @@ from dataclasses import replace
 from pathlib import Path
 
 from hpcjax.cli.following import interrupted_one
-from hpcjax.cli.jobs import submission_of
-from hpcjax.cli.options import (add_backend_option, add_cluster_options, add_job_options, cluster_from_args,
-                                merged_options, spec_from_args, takes_command)
+from hpcjax.cli.options import (add_backend_option, add_cluster_options, add_job_options, request_from_args,
+                                takes_command)
 from hpcjax.cli.kinds import parse_sizes
 from hpcjax.values.errors import UsageError
 from hpcjax.values.voice import say
@@ -39,6 +38,7 @@ def smoke_spec(base, bandwidth: bool, sizes: str | None = None,
 def cmd_smoke(args: argparse.Namespace, command: list[str]) -> int:
     from hpcjax.follow import verdicts as smoke
     from hpcjax.launch import steps
+    from hpcjax.launch.request import resolve
 
     if command:
         raise UsageError("`hpcjax smoke` runs its own checks and takes no command",
@@ -51,12 +51,10 @@ def cmd_smoke(args: argparse.Namespace, command: list[str]) -> int:
     if args.plot and Path(args.plot).suffix.lower() not in PLOT_FORMATS:
         raise UsageError(f"--plot {args.plot!r}: a plot is written as {', '.join(PLOT_FORMATS)}",
                          "e.g. --plot bandwidth.png")
-    values = merged_options(args)
-    cluster = cluster_from_args(args, values)
-    spec = smoke_spec(spec_from_args(args, ["placeholder"], values), args.bandwidth, args.sizes,
-                      cluster.python if cluster.remote else None)
     # The checks need nothing of the working tree: only hpcjax is shipped.
-    sub = submission_of(args, spec, values, cluster, ship_code=False)
+    sub = resolve(request_from_args(args, ["placeholder"], ship_code=False))
+    spec = smoke_spec(sub.spec, args.bandwidth, args.sizes, sub.cluster.python if sub.cluster.remote else None)
+    sub = replace(sub, spec=spec)
     backend = sub.backend.name
     try:
         [run] = steps.submit(sub)
@@ -80,7 +78,7 @@ def cmd_smoke(args: argparse.Namespace, command: list[str]) -> int:
         print(json.dumps({"layout": spec.layout.name, "backend": backend, "job_id": run.job_id, "ranks": rows,
                           "pairs": pairs, "ok": ok, **({"job": job_said} if job_said else {})}, indent=2))
     else:
-        where = f" on {cluster.destination}" if cluster.remote else ""
+        where = f" on {sub.cluster.destination}" if sub.cluster.remote else ""
         print(f"smoke test {spec.layout.described} ({backend}{where}, job {run.job_id}):")
         print(smoke.format_table(rows, args.bandwidth))
         print(smoke.format_pairs(pairs), end="")

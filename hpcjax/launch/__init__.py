@@ -11,25 +11,27 @@ render, submit, record, follow), and finding it again. Never imports JAX, so it 
 Rooms below it: job (what a job is), backends (where it runs: one class each), slurm and
 localjobs (each backend's machinery), follow (the Run handle and the failure report).
 
-One module per step: `steps` (the pipeline), `refusals` (check), `staging` (stage), `uploads` (what
-travels beside the code).
+One module per step: `request` (resolve: what every entry point asks, resolved once), `steps` (the
+pipeline), `refusals` (check), `staging` (stage), `uploads` (what travels beside the code).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from hpcjax import backends
 from hpcjax.hosts.cluster import THIS_MACHINE
 from hpcjax.values.voice import say
 
+AUTO = "auto"  # the backend: $HPCJAX_BACKEND when set, else the first that is there (hpcjax.backends.choose)
 
-def submission(spec, backend: str | None = backends.AUTO, cluster=THIS_MACHINE, *, after=None, announce=None,
+
+def submission(spec, backend: str | None = AUTO, cluster=THIS_MACHINE, *, after=None, announce=None,
                root: Path | None = None, limit_mb: int | None = None, uploads=(), ship_code: bool = True, **more):
     """The resolve step for Python callers: a Submission of `spec` to `backend` (a name, or
     "auto"), on `cluster` (a Cluster: one reached over SSH, or THIS_MACHINE)."""
     import dataclasses
 
+    from hpcjax import backends
     from hpcjax.job.after import dependencies
     from hpcjax.launch.steps import Submission
 
@@ -64,7 +66,7 @@ def avoiding_failed_nodes(spec, cluster):
     return dataclasses.replace(spec, exclude=spec.exclude + tuple(new)) if new else spec
 
 
-def submit(spec, backend: str | None = backends.AUTO, cluster=THIS_MACHINE, *, after=None, announce=None, **shipping):
+def submit(spec, backend: str | None = AUTO, cluster=THIS_MACHINE, *, after=None, announce=None, **shipping):
     """Run spec; return its Run handle. With a Cluster reached over SSH, the job goes there
     (shipping: root, limit_mb, uploads, ship_code). `after`: jobs ("JOBID[:ok|:any]", or Runs)
     it waits for; if one does not end as asked, it is cancelled without starting.
@@ -78,7 +80,7 @@ def submit(spec, backend: str | None = backends.AUTO, cluster=THIS_MACHINE, *, a
     return run
 
 
-def submit_array(spec, backend: str | None = backends.AUTO, cluster=THIS_MACHINE, *, announce=None, **shipping) -> list:
+def submit_array(spec, backend: str | None = AUTO, cluster=THIS_MACHINE, *, announce=None, **shipping) -> list:
     """Run a job array (spec.array elements, at most spec.array_parallel at once); return one Run
     per element, in order. Each element sees its index as SLURM_ARRAY_TASK_ID on either backend."""
     from hpcjax.values.errors import UsageError
@@ -91,6 +93,8 @@ def submit_array(spec, backend: str | None = backends.AUTO, cluster=THIS_MACHINE
 
 def attach(job_id: str, cluster=THIS_MACHINE):
     """The Run of a job submitted earlier, from its id (hpcjax.backends.attach)."""
+    from hpcjax import backends
+
     return backends.attach(job_id, cluster)
 
 

@@ -136,8 +136,6 @@ def laptop_profiles(tmp_path):
 
 
 def test_the_cluster_comes_from_cluster_then_the_profile_then_the_environment(tmp_path, monkeypatch):
-    from hpcjax.api import submit
-
     profiles = laptop_profiles(tmp_path)
     monkeypatch.delenv("HPCJAX_CLUSTER", raising=False)
     assert hpcjax.ScalingConfig().cluster == Cluster()  # this machine: a value, never None
@@ -150,8 +148,8 @@ def test_the_cluster_comes_from_cluster_then_the_profile_then_the_environment(tm
     from_env = hpcjax.ScalingConfig(nodes=2)
     assert from_env.cluster.destination == "me@login.invalid"
     # The local backend runs here: a default cluster gives way, a named one is a contradiction.
-    assert submit.target_cluster(from_env, "local") == Cluster()
-    assert submit.target_cluster(from_env, None) is from_env.cluster
+    assert from_env.going("local") == Cluster()
+    assert from_env.going(None) == from_env.cluster
     with pytest.raises(UsageError, match="backend='local' runs on this machine, not on the cluster me@login"):
         hpcjax.remote(cluster="far", backend="local")(len)
     with pytest.raises(UsageError, match="the profile 'near' names no host"):

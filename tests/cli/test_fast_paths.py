@@ -35,11 +35,13 @@ CATALOG = {"hpcjax.catalog", "hpcjax.catalog.db", "hpcjax.catalog.keep", "hpcjax
 LOCAL = {"hpcjax.backends", "hpcjax.hosts.cluster", "hpcjax.backends.local", "hpcjax.localjobs", "hpcjax.localjobs.chains",
          "hpcjax.localjobs.environment", "hpcjax.localjobs.processes", "hpcjax.localjobs.queue",
          "hpcjax.protocol.placement"}
+# hpcjax.launch.request: the one resolve, of the cluster too (--cluster, a profile's host, $HPCJAX_CLUSTER)
 JOB_VERBS = {"hpcjax.cli.jobs", "hpcjax.cli.following", "hpcjax.job.clusters", "hpcjax.cli.kinds", "hpcjax.cli.outputs", "hpcjax.job.profiles",
-             "hpcjax.hosts.cluster", "hpcjax.launch"}
+             "hpcjax.hosts.cluster", "hpcjax.launch", "hpcjax.launch.request"}
 ALLOWED = {
     "render": COMMON | {"hpcjax.cli.jobs", "hpcjax.cli.following", "hpcjax.job.clusters", "hpcjax.cli.kinds", "hpcjax.cli.outputs", "hpcjax.job.profiles",
                         "hpcjax.job.sweeps", "hpcjax.hosts.cluster", "hpcjax.slurm", "hpcjax.slurm.script",
+                        "hpcjax.launch", "hpcjax.launch.request",
                         "hpcjax.protocol.scriptnames",
                         "hpcjax.protocol.statuses"},
     "runs": COMMON | FOLLOW | CATALOG | LOCAL | {"hpcjax.cli.runs"},
