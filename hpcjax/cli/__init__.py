@@ -56,8 +56,9 @@ def listing_parser() -> Parser:
     """For no verb or one that is not a verb (`hpcjax --help`, a misspelling): every verb's line,
     and none of their modules (argparse lists the verbs, or refuses the word with them)."""
     parser, sub = _top()
-    for name in VERBS:
-        sub.add_parser(name, help=HELP[name])
+    for name in VERBS:  # each verb's line, as add_parser lists it, without building 26 parsers (6 ms of 15)
+        sub._name_parser_map[name] = None  # a choice: the listing never runs a verb (build_parser does)
+        sub._choices_actions.append(sub._ChoicesPseudoAction(name, (), HELP[name]))
     return parser
 
 
