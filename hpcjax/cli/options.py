@@ -189,8 +189,6 @@ def add_cluster_options(parser: argparse.ArgumentParser, *, profile_file: bool =
 def cluster_from_args(args: argparse.Namespace):
     """The Cluster the options name (hpcjax.launch.request.where: --cluster, a profile naming a host,
     or an SSH destination; else the profile's host, else $HPCJAX_CLUSTER, else this machine)."""
-    from hpcjax.launch.request import Request, where
+    from hpcjax.launch.request import where
 
-    return where(Request(profile=getattr(args, "profile", None), profile_file=getattr(args, "profile_file", None),
-                         cluster=getattr(args, "cluster", None), remote_dir=getattr(args, "remote_dir", None),
-                         backend=getattr(args, "backend", "auto")))
+    return where(request_from_args(args, ()))
