@@ -31,14 +31,14 @@ echo "test.sh: installing hpcjax and its dependencies (uv, in the background)" >
 } >"$install_log" 2>&1 &
 install_pid=$!
 # Shellcheck lints every rendered script; Charliecloud (ch-run) runs the container tests
-# for real in an image debootstrap makes (Apptainer is not installable here); headless
+# for real in an image mmdebstrap makes (Apptainer is not installable here); headless
 # Chromium loads the run report. They go to the dev cluster's start, which installs them with
 # its own packages in one apt-get run (and lets no package start a service: Debian's
 # openssh-server would start a system sshd on port 22).
 missing=()
 command -v shellcheck >/dev/null || missing+=(shellcheck)
 command -v ch-run >/dev/null || missing+=(charliecloud-runtime)
-command -v debootstrap >/dev/null || missing+=(debootstrap)
+command -v mmdebstrap >/dev/null || missing+=(mmdebstrap)  # the image and the releases' roots
 command -v chromium >/dev/null || missing+=(chromium)  # loads `hpcjax report` pages headless
 # The tests' own sshd (127.0.0.1 only, started and stopped by tests/sshd.py) and rsync: the
 # laptop-to-cluster tests.
@@ -88,7 +88,7 @@ tier() {
 # its local jobs), and three took 27-34 s where two took 32-40 s, the same runs alternated here
 tier -ra -n 3 --dist worksteal -m "pure and not serial" "$@"
 # The other SLURM releases' clusters (20.11, 24.11, 26.05, and 24.11 as a strict site: slurm/devcluster/
-# releases.sh), each in a Debian root debootstrap makes (kept between runs), started in the background
+# releases.sh), each in a Debian root mmdebstrap makes (kept between runs), started in the background
 # once the pure tier has run (beside it, they doubled its 31 s): about 2 minutes on a bare machine, 16 s
 # when kept. The release tests wait for their cluster (tests/conftest.py, release_cluster); each
 # start's log and exit status are in this folder.
@@ -110,7 +110,7 @@ if [ -z "${HPCJAX_TEST_RELEASES_START:-}" ]; then
 fi
 # The container tests' image (JAX and NumPy without hpcjax; kept between runs) is built in the
 # background, beside the main run's first minutes, not before them: about 80 s on a bare machine
-# (debootstrap and the wheels), ready at once when kept. The container tests wait for it
+# (mmdebstrap and the wheels), ready at once when kept. The container tests wait for it
 # (tests/conftest.py, charliecloud_image). Started after the pure tier, which it would slow.
 if [ -z "${HPCJAX_TEST_IMAGE:-}" ]; then
   HPCJAX_TEST_IMAGE_BUILD=$(mktemp -d /tmp/hpcjax-image-build.XXXXXX)

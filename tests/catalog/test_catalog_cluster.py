@@ -29,6 +29,7 @@ def key_of(started) -> str:
     return done.stdout.split()[0] if done.stdout.strip() else pytest.fail(done.stderr)
 
 
+@pytest.mark.waits  # jobs queued and a chain: 13 CPU-s in 29 s alone
 def test_every_kind_of_job_is_in_the_catalog_with_its_attempts_and_gpu_hours(tmp_path, slurm_cluster, hpcjax_home):
     # Started together (none depends on another), so that their queue waits overlap: one after
     # the other they held a worker 140 s (CI 38), mostly queued behind other tests' 8-GPU jobs.

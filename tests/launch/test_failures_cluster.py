@@ -114,6 +114,7 @@ def test_a_rank_that_cannot_resolve_the_coordinator_fails_fast_and_says_why(tmp_
     assert status["outcome"]["causes"][0]["cause"] == "coordinator unreachable"
 
 
+@pytest.mark.waits  # JAX's heartbeat bound waited out: 11 CPU-s in 36 s alone
 def test_a_frozen_rank_ends_the_job_within_the_heartbeat_bound_and_is_named(tmp_path, slurm_cluster, hpcjax_home):
     """SIGSTOP on rank 3 of 4 mid-training: JAX's coordination service misses its
     heartbeats (at the default bound: a default no test used is a default no one proved), the job
@@ -145,6 +146,7 @@ def test_a_frozen_rank_ends_the_job_within_the_heartbeat_bound_and_is_named(tmp_
     assert "rank 3 on node2 failed: stopped sending heartbeats" in text
 
 
+@pytest.mark.waits  # a job's lines followed as it writes them: 1 CPU-s in 10 s alone
 def test_logs_follow_streams_every_rank_while_the_job_runs(tmp_path, slurm_cluster, hpcjax_home):
     script = ('echo "hello from $SLURM_PROCID"; sleep 8; echo "bye from $SLURM_PROCID"')
     submitted = run_hpcjax("submit", "--nodes", "2", "--gpus-per-node", "2", "--", "bash", "-c", script,

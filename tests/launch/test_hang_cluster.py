@@ -75,6 +75,7 @@ def test_a_trainer_run_whose_rank_3_hangs_ends_by_itself(shared_storage, hpcjax_
     api_cases.trainer_hang("slurm", shared_storage, 2, 2, "node2")
 
 
+@pytest.mark.waits  # a hang waited out, then a requeue: 9 CPU-s in 43 s alone
 def test_a_hang_is_retried_and_the_next_attempt_starts_clean(tmp_path, slurm_cluster, hpcjax_home):
     """--retry-failed --requeue 2: the first attempt hangs (rank 3 held) and is ended by the
     watch; the second runs on (the hang marker of the first was removed) and completes."""

@@ -77,6 +77,7 @@ def submit_with_a_bad_gpu(tmp_path: Path, nodes: int):
     return done, (tmp_path / "bad-node").read_text().strip()
 
 
+@pytest.mark.waits  # a node drained and a job requeued: 13 CPU-s in 31 s alone
 def test_a_gpu_with_ecc_errors_fails_its_node_and_the_job_runs_without_it(tmp_path, slurm_cluster, hpcjax_home):
     done, bad = submit_with_a_bad_gpu(tmp_path, nodes=1)
     job = done.stdout.split()[0]

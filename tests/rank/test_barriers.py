@@ -29,6 +29,7 @@ def run_job(tmp_path, *arguments: str):
     return run, run.wait(progress=False)
 
 
+@pytest.mark.waits  # a 35 s sleep: 3 CPU-s in 36 s alone
 def test_processes_35_s_apart_line_up_and_then_gather(tmp_path, hpcjax_home):
     # 35 s apart, gloo's first collective alone fails (DEADLINE_EXCEEDED after its 30 s)
     run, outcome = run_job(tmp_path, "line-up", "35")

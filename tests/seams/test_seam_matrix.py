@@ -29,6 +29,10 @@ GROUPS = ("cluster-a", "cluster-b", "cluster-c")
 # group cluster-a and followed through by its last, not by test_seam.
 WAITING_TOGETHER = [cell for cell in CELLS if cell["follow_up"] == "hang_default"]
 HANG_WAIT_CREDIT = 120  # in the cost units of matrix.py: about 50 s in CI 17 (its cells: 572 units, 226 s)
+# Cells that mostly wait: a probe requeued by SLURM waits out cred_expire (20 s) before its next attempt
+# (trainer-ssh-requeue: 7 CPU-s in 27 s alone). They run in the waits lane (scripts/test.sh), off the
+# main run's workers; a training run's requeue (train-slurm-requeue: 33 CPU-s in 39 s) stays there.
+IN_THE_LANE = [cell for cell in CELLS if cell["follow_up"] == "requeue" and cell["entry"] != "train"]
 
 
 def groups_by_cost() -> dict[str, str]:
@@ -38,7 +42,7 @@ def groups_by_cost() -> dict[str, str]:
     load = dict.fromkeys(GROUPS, 0)
     load[GROUPS[0]] = -HANG_WAIT_CREDIT
     chosen = {}
-    for cell in sorted((c for c in CELLS if c not in WAITING_TOGETHER), key=cost, reverse=True):
+    for cell in sorted((c for c in CELLS if c not in WAITING_TOGETHER + IN_THE_LANE), key=cost, reverse=True):
         group = min(load, key=load.get)
         chosen[name(cell)] = group
         load[group] += cost(cell)
@@ -53,7 +57,10 @@ def params():
         if cell in WAITING_TOGETHER:
             continue
         tier = pytest.mark.jax if cell["target"] == "local" else pytest.mark.cluster
-        yield pytest.param(cell, id=name(cell), marks=[tier, pytest.mark.xdist_group(GROUP_OF[name(cell)])])
+        if cell in IN_THE_LANE:
+            yield pytest.param(cell, id=name(cell), marks=[tier, pytest.mark.waits])
+        else:
+            yield pytest.param(cell, id=name(cell), marks=[tier, pytest.mark.xdist_group(GROUP_OF[name(cell)])])
 
 
 @pytest.fixture
