@@ -28,7 +28,11 @@ GROUPS = ("cluster-a", "cluster-b", "cluster-c")
 # Cells that only wait for the hang watch's default floor: started together by the first test of
 # group cluster-a and followed through by its last, not by test_seam.
 WAITING_TOGETHER = [cell for cell in CELLS if cell["follow_up"] == "hang_default"]
-HANG_WAIT_CREDIT = 120  # in the cost units of matrix.py: about 50 s in CI 17 (its cells: 572 units, 226 s)
+# In the cost units of matrix.py: the hang_default jobs end about 330 s after they start, and group
+# cluster-a should be busy until then. With 120 (CI 17: 572 units took 226 s), once the probe requeues
+# went to the waits lane, cluster-a's cells (510 units) took 225 s and its last test waited 107 s for
+# the jobs; at about 2.3 units a second, 450 gives it ~730 units (~320 s) and the others ~280 each.
+HANG_WAIT_CREDIT = 450
 # Cells that mostly wait: a probe requeued by SLURM waits out cred_expire (20 s) before its next attempt
 # (trainer-ssh-requeue: 7 CPU-s in 27 s alone). They run in the waits lane (scripts/test.sh), off the
 # main run's workers; a training run's requeue (train-slurm-requeue: 33 CPU-s in 39 s) stays there.
