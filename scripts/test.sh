@@ -89,8 +89,8 @@ tier() {
 tier -ra -n 3 --dist worksteal -m "pure and not serial" "$@"
 # The other SLURM releases' clusters (20.11, 24.11, 26.05, and 24.11 as a strict site: slurm/devcluster/
 # releases.sh), each in a Debian root mmdebstrap makes (kept between runs), started in the background
-# once the pure tier has run (beside it, they doubled its 31 s): about 2 minutes on a bare machine, 16 s
-# when kept. The release tests wait for their cluster (tests/conftest.py, release_cluster); each
+# once the pure tier has run (beside it, they doubled its 31 s): 4-5 minutes beside the main run on a
+# bare machine (20-40 s each alone), 16 s when kept. The release tests wait for their cluster (tests/conftest.py, release_cluster); each
 # start's log and exit status are in this folder.
 if [ -z "${HPCJAX_TEST_RELEASES_START:-}" ]; then
   HPCJAX_TEST_RELEASES_START=$(mktemp -d /tmp/hpcjax-releases.XXXXXX)
@@ -109,7 +109,7 @@ if [ -z "${HPCJAX_TEST_RELEASES_START:-}" ]; then
   done
 fi
 # The container tests' image (JAX and NumPy without hpcjax; kept between runs) is built in the
-# background, beside the main run's first minutes, not before them: about 80 s on a bare machine
+# background, beside the main run's first minutes, not before them: 29 s alone on a bare machine
 # (mmdebstrap and the wheels), ready at once when kept. The container tests wait for it
 # (tests/conftest.py, charliecloud_image). Started after the pure tier, which it would slow.
 if [ -z "${HPCJAX_TEST_IMAGE:-}" ]; then
