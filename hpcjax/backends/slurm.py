@@ -18,7 +18,7 @@ from hpcjax.values.voice import say
 # A dry run asks the scheduler once, briefly: a controller that does not answer leaves the script shown.
 ESTIMATE_TIMEOUT_S = 10.0
 from hpcjax.values import jobid
-from hpcjax.slurm import commands, controller, dependencies, holds, inhold
+from hpcjax.slurm import commands, conf, controller, dependencies, holds, inhold
 from hpcjax.slurm.job import SlurmRun
 from hpcjax.slurm.status import parse_attempts
 
@@ -38,7 +38,7 @@ class SlurmBackend(Backend):
 
     def wants(self, sub) -> dict:
         if not sub.cluster.remote:  # before any question: SLURM's commands retry an unreadable conf for 60 s
-            controller.check_conf()
+            conf.check_conf()
         image, sources = binds.paths_to_check(sub.spec)
         there = [path for path, on_cluster in sub.data if on_cluster]
         asks = {}
@@ -62,7 +62,7 @@ class SlurmBackend(Backend):
     def check(self, sub, probe) -> None:
         where = sub.cluster.name
         if not sub.cluster.remote:
-            controller.check_conf()
+            conf.check_conf()
         self._check_paths(sub, probe)
         if sub.spec.on:
             inhold.check(sub, probe.answer("hold"))

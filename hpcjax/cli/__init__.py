@@ -1,18 +1,18 @@
 """The `hpcjax` command. Thin: parse, build a spec or find a job, call one step.
 
-Verbs by subject: jobs (render, submit, status, logs, cancel), runs and relaunch, fetch and tunnel, stacks,
+Verbs by subject: jobs (render, submit; status, logs, cancel), runs and relaunch, fetch and tunnel, stacks,
 smoke, rank
 (env, check: they run inside a job step), train, profile, container. Importing the CLI imports
 neither JAX nor jinja2 nor submitit: `hpcjax render` runs many times on login
 nodes and has to answer at once, and `hpcjax check` must start inside an image
 that holds only JAX and NumPy. Each verb imports what it needs when it runs.
 
-By file: `jobs` (render, submit, status, logs, cancel), `runs` (runs, relaunch, sweeps, chains),
+By file: `jobs` (render, submit), `submitted` (status, logs, cancel), `runs` (runs, relaunch, sweeps, chains),
 `fetch` (fetch, tunnel), `stacks`, `smoke`, `rank` (env, check, preflight), `train`, `profile`,
 `container`, `holds` (hold, release), `nodeshell` (shell and jupyter --on), `nodes`, `free`, `site`
 (its `acceptance` check, and what the check is asked: `checkoptions`), `report`; what they share:
 `verbs` (the table: each verb's module and its line in --help), `parsing` (argparse the house
-way: the error format), `options` (the job options), `following` (a submitted job followed to
+way: the error format), `options` (the job options), `reach` (the cluster a verb reaches: --cluster), `following` (a submitted job followed to
 its exit status, and Ctrl-C), `kinds` (argparse value types), `outputs` (files written in one step), `stopping`
 (SIGTERM as Ctrl-C).
 """

@@ -7,7 +7,7 @@ import argparse
 from pathlib import Path, PurePosixPath
 
 from hpcjax.cli import kinds
-from hpcjax.cli.options import add_cluster_options, cluster_from_args
+from hpcjax.cli.reach import add_cluster_options, cluster_from_args
 from hpcjax.cli.stopping import sigterm_as_ctrl_c
 from hpcjax.values.errors import HpcjaxError, UsageError
 from hpcjax.protocol import contract

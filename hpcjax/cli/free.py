@@ -10,7 +10,7 @@ import json
 from dataclasses import asdict
 
 from hpcjax.cli import kinds
-from hpcjax.cli.options import add_cluster_options, cluster_from_args
+from hpcjax.cli.reach import add_cluster_options, cluster_from_args
 from hpcjax.values.voice import say
 from hpcjax.cli.verbs import HELP
 

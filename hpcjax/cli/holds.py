@@ -10,7 +10,8 @@ import argparse
 import json
 import time
 
-from hpcjax.cli.options import add_cluster_options, add_job_options, cluster_from_args, request_from_args
+from hpcjax.cli.options import add_job_options, request_from_args
+from hpcjax.cli.reach import add_cluster_options, cluster_from_args
 from hpcjax.values.errors import UsageError
 from hpcjax.values.voice import say
 from hpcjax.cli.verbs import HELP

@@ -1,19 +1,18 @@
-"""The verbs about jobs: render, submit, status, logs, cancel. They build a spec
-or find a job, then use only the Run handle (hpcjax.launch), whatever the backend."""
+"""The verbs that build a job: render and submit. They build a request from the job options, which
+hpcjax.launch resolves and submits, then use only the Run handle, whatever the backend. (The verbs
+about a job already submitted are hpcjax.cli.submitted's.)"""
 
 from __future__ import annotations
 
 import argparse
-import json
-import re
 import sys
 from pathlib import Path
 
 from hpcjax.cli import kinds
-from hpcjax.values.errors import HpcjaxError, UsageError
+from hpcjax.values.errors import UsageError
 from hpcjax.values.validate import make_directory
-from hpcjax.cli.options import (add_backend_option, add_cluster_options, add_job_options, cluster_from_args,
-                                request_from_args, takes_command)
+from hpcjax.cli.options import add_backend_option, add_job_options, request_from_args, takes_command
+from hpcjax.cli.reach import add_cluster_options
 from hpcjax.cli.outputs import output_file, write_atomically
 from hpcjax.cli.following import submit_and_follow
 from hpcjax.values.voice import say
@@ -89,73 +88,9 @@ def cmd_submit(args: argparse.Namespace, command: list[str]) -> int:
     return submit_and_follow(sub, args.wait)
 
 
-def cmd_status(args: argparse.Namespace, command: list[str]) -> int:
-    from hpcjax.backends import attach_each
-
-    runs = attach_each(args.job_id, cluster_from_args(args))  # a sweep's id: each of its elements
-    if args.json:
-        sweep = [run.as_dict() for run in runs] if runs[0].job_id != args.job_id.strip() else None
-        print(json.dumps(sweep if sweep is not None else runs[0].as_dict(), indent=2))  # a sweep's: a list
-    else:
-        print("\n".join(run.describe() for run in runs))
-    return 0
-
-
-# Control characters a terminal acts on (escape sequences that move the cursor, retitle the window,
-# or write the clipboard; backspace, bell, ...), but not tab, newline and a progress bar's carriage
-# return: shown as \x.. instead.
-CONTROLS = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
-
-
-def visible(text: str) -> str:
-    """A job's log text as a terminal should show it: its control characters written out."""
-    return CONTROLS.sub(lambda match: f"\\x{ord(match.group()):02x}", text)
-
-
-def cmd_logs(args: argparse.Namespace, command: list[str]) -> int:
-    from hpcjax.backends import attach_one
-
-    if args.follow and args.tail is not None:
-        raise UsageError("--tail and --follow together", "--follow streams each log from its start; "
-                         "drop --tail, or use --tail without --follow")
-    run = attach_one(args.job_id, cluster_from_args(args), "logs")
-    shown = visible if sys.stdout.isatty() else str  # a terminal does what a log's escape sequences say
-    if not args.follow:
-        run.write_logs(lambda text: sys.stdout.write(shown(text)), rank=args.rank, tail=args.tail)
-        return 0
-
-    def write(text: str) -> None:
-        sys.stdout.write(shown(text))
-        sys.stdout.flush()
-
-    try:
-        state = run.follow_logs(write, rank=args.rank)
-    except KeyboardInterrupt:
-        say(f"\ninterrupted: stopped following job {run.job_id} (it keeps running)")
-        return 130
-    say(f"job {run.job_id} ended {state}")
-    return 0
-
-
-def cmd_cancel(args: argparse.Namespace, command: list[str]) -> int:
-    from hpcjax.backends import attach_each
-    from hpcjax.protocol.contract import FINISHED_STATES
-
-    runs = attach_each(args.job_id, cluster_from_args(args))  # a sweep's id: each element not ended yet
-    if len(runs) > 1:
-        ended = [run for run in runs if run.state() in FINISHED_STATES]
-        if len(ended) == len(runs):
-            raise HpcjaxError(f"every element of sweep {args.job_id} has already ended; nothing to cancel",
-                              f"see `hpcjax status {args.job_id}`")
-        # the pending first: a running element cancelled first would let the next one start
-        runs = sorted((run for run in runs if run not in ended), key=lambda run: run.state() != "PENDING")
-    for run in runs:
-        run.cancel()
-        say(f"cancelled job {run.job_id}")
-    return 0
-
-
-def add_job_verbs(sub) -> None:
+# One adder per verb (hpcjax.cli.verbs): `hpcjax status` builds its own parser, not submit's and
+# render's with every job option (7 ms of its 30 before it can ask SLURM).
+def add_render_verb(sub) -> None:
     render = sub.add_parser("render", help=HELP["render"])
     add_job_options(render)
     add_sweep_options(render)
@@ -166,6 +101,8 @@ def add_job_verbs(sub) -> None:
     add_cluster_options(render)
     takes_command(render, cmd_render)
 
+
+def add_submit_verb(sub) -> None:
     submit = sub.add_parser("submit", help=HELP["submit"])
     add_job_options(submit)
     add_sweep_options(submit)
@@ -180,26 +117,6 @@ def add_job_verbs(sub) -> None:
                              "and link it into the job's working directory as NAME (default: its path below "
                              "the working directory, else its name), e.g. --upload ./data (repeatable)")
     takes_command(submit, cmd_submit)
-
-    status = sub.add_parser("status", help=HELP["status"])
-    status.add_argument("job_id", help="the id submit printed (a SLURM job id, or a local job's)")
-    status.add_argument("--json", action="store_true", help="state, attempts and failure report as JSON on stdout")
-    add_cluster_options(status, profile_file=True)
-    status.set_defaults(run=cmd_status, takes_command=False)
-
-    logs = sub.add_parser("logs", help=HELP["logs"])
-    logs.add_argument("job_id", help="the id submit printed")
-    logs.add_argument("--rank", type=kinds.count, help="only this rank")
-    logs.add_argument("--tail", type=kinds.count, help="only the last N lines of each rank")
-    logs.add_argument("-f", "--follow", action="store_true",
-                      help="stream new lines while the job runs; stop when it ends")
-    add_cluster_options(logs, profile_file=True)
-    logs.set_defaults(run=cmd_logs, takes_command=False)
-
-    cancel = sub.add_parser("cancel", help=HELP["cancel"])
-    cancel.add_argument("job_id", help="the id submit printed")
-    add_cluster_options(cancel, profile_file=True)
-    cancel.set_defaults(run=cmd_cancel, takes_command=False)
 
 
 def add_sweep_options(parser) -> None:

@@ -15,7 +15,8 @@ import threading
 import time
 
 from hpcjax.cli import kinds
-from hpcjax.cli.options import add_cluster_options, cluster_from_args, takes_command
+from hpcjax.cli.options import takes_command
+from hpcjax.cli.reach import add_cluster_options, cluster_from_args
 from hpcjax.cli.stopping import sigterm_as_ctrl_c
 from hpcjax.values.errors import HpcjaxError, UsageError
 from hpcjax.values.voice import relay, say

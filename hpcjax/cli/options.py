@@ -170,25 +170,3 @@ def flagged(message: str, names) -> str:
     from hpcjax.launch.request import flagged as rewritten
 
     return rewritten(message, {name: flag_of(name) for name in names})
-
-
-def add_cluster_options(parser: argparse.ArgumentParser, *, profile_file: bool = False) -> None:
-    """--cluster (and --remote-dir) for the verbs that reach a cluster from a laptop."""
-    group = parser.add_argument_group("cluster reached over SSH (from a laptop)")
-    group.add_argument("--cluster", metavar="DEST|PROFILE",
-                       help="the cluster's login node: an SSH destination (user@login.example.org, or a Host "
-                            "alias of ~/.ssh/config) or a profile that names one (host = ...); default: the "
-                            "profile's host, else this machine")
-    group.add_argument("--remote-dir", help="the directory on the cluster that holds what hpcjax ships "
-                                            "(default $HOME/hpcjax; $VARIABLES are the cluster's)")
-    if profile_file:
-        group.add_argument("--profile-file", metavar="FILE", help="the profiles file (default: "
-                           "$HPCJAX_PROFILES, else ~/.config/hpcjax/profiles.toml)")
-
-
-def cluster_from_args(args: argparse.Namespace):
-    """The Cluster the options name (hpcjax.launch.request.where: --cluster, a profile naming a host,
-    or an SSH destination; else the profile's host, else $HPCJAX_CLUSTER, else this machine)."""
-    from hpcjax.launch.request import where
-
-    return where(request_from_args(args, ()))

@@ -56,7 +56,7 @@ def _fetched(args: argparse.Namespace) -> Path | None:
     """A run (or job) on a cluster reached over SSH: fetched without checkpoints into
     ./RUN_NAME (or --to), and the report built here. None when no cluster is named (this machine)."""
     from hpcjax.cli.fetch import fetch_target
-    from hpcjax.cli.options import cluster_from_args
+    from hpcjax.cli.reach import cluster_from_args
 
     from hpcjax.values import jobid
 
@@ -77,7 +77,7 @@ def add_report_verb(sub) -> None:
     report.add_argument("--open", action="store_true", help="print the page's path to open (nothing is served)")
     report.add_argument("--to", metavar="DIR", help="with --cluster: where the fetched run goes (default: "
                                                     "./RUN_NAME)")
-    from hpcjax.cli.options import add_cluster_options
+    from hpcjax.cli.reach import add_cluster_options
 
     add_cluster_options(report, profile_file=True)
     report.set_defaults(run=cmd_report, takes_command=False)

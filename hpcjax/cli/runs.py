@@ -263,7 +263,7 @@ def cmd_relaunch(args: argparse.Namespace, command: list[str] | None) -> int:
     return submit_and_follow(sub, args.wait)
 
 
-def add_runs_verbs(sub) -> None:
+def add_runs_verb(sub) -> None:
     verb = sub.add_parser("runs", help=HELP["runs"])
     verb.add_argument("what", nargs="?", metavar="show", help="`show` to see one run in full")
     verb.add_argument("job", nargs="?", metavar="ID", help="with show: the run's id")
@@ -278,6 +278,8 @@ def add_runs_verbs(sub) -> None:
     verb.add_argument("--json", action="store_true", help="as JSON on stdout")
     verb.set_defaults(run=cmd_runs, takes_command=False)
 
+
+def add_relaunch_verb(sub) -> None:  # its own: `hpcjax runs` builds no parser with every job option
     again = sub.add_parser("relaunch", help=HELP["relaunch"],
                            usage="%(prog)s ID [options]" + f" [{COMMAND_USAGE.strip()}]")
     again.add_argument("job", metavar="ID", help="the run's id (see `hpcjax runs`)")

@@ -14,7 +14,7 @@ from dataclasses import asdict
 from datetime import date
 from pathlib import Path
 
-from hpcjax.cli.options import add_cluster_options, cluster_from_args
+from hpcjax.cli.reach import add_cluster_options, cluster_from_args
 from hpcjax.slurm import enforce
 from hpcjax.values.errors import HpcjaxError, UsageError
 from hpcjax.values.voice import say

@@ -9,8 +9,8 @@ from dataclasses import replace
 from pathlib import Path
 
 from hpcjax.cli.following import interrupted_one
-from hpcjax.cli.options import (add_backend_option, add_cluster_options, add_job_options, request_from_args,
-                                takes_command)
+from hpcjax.cli.options import add_backend_option, add_job_options, request_from_args, takes_command
+from hpcjax.cli.reach import add_cluster_options
 from hpcjax.cli.kinds import parse_sizes
 from hpcjax.values.errors import UsageError
 from hpcjax.values.voice import say

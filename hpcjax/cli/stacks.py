@@ -7,7 +7,7 @@ import json
 import sys
 
 from hpcjax.cli import kinds
-from hpcjax.cli.options import add_cluster_options, cluster_from_args
+from hpcjax.cli.reach import add_cluster_options, cluster_from_args
 from hpcjax.values.errors import HpcjaxError, UsageError
 from hpcjax.values.voice import say
 from hpcjax.cli.verbs import HELP

@@ -4,13 +4,13 @@ VERB` imports VERB's module only, and `hpcjax --help`, no verb or a misspelt one
 on a login node whose Python sits on a shared filesystem every import is several metadata
 round trips, and `status`, `logs` and `runs` run all day."""
 
-# verb -> (module of hpcjax.cli, the function that adds its verbs), in `hpcjax --help`'s order
+# verb -> (module of hpcjax.cli, the function that adds it, or its module's verbs), in `hpcjax --help`'s order
 VERBS = {
-    "render": ("jobs", "add_job_verbs"),
-    "submit": ("jobs", "add_job_verbs"),
-    "status": ("jobs", "add_job_verbs"),
-    "logs": ("jobs", "add_job_verbs"),
-    "cancel": ("jobs", "add_job_verbs"),
+    "render": ("jobs", "add_render_verb"),
+    "submit": ("jobs", "add_submit_verb"),
+    "status": ("submitted", "add_status_verb"),
+    "logs": ("submitted", "add_logs_verb"),
+    "cancel": ("submitted", "add_cancel_verb"),
     "smoke": ("smoke", "add_smoke_verb"),
     "env": ("rank", "add_rank_verbs"),
     "preflight": ("rank", "add_rank_verbs"),
@@ -22,8 +22,8 @@ VERBS = {
     "fetch": ("fetch", "add_fetch_verbs"),
     "tunnel": ("fetch", "add_fetch_verbs"),
     "stacks": ("stacks", "add_stacks_verb"),
-    "runs": ("runs", "add_runs_verbs"),
-    "relaunch": ("runs", "add_runs_verbs"),
+    "runs": ("runs", "add_runs_verb"),
+    "relaunch": ("runs", "add_relaunch_verb"),
     "nodes": ("nodes", "add_nodes_verb"),
     "hold": ("holds", "add_hold_verbs"),
     "holds": ("holds", "add_hold_verbs"),

@@ -45,6 +45,11 @@ def own_id(element: str) -> list[str]:
     return ["squeue", "-h", "-j", element, "-o", "%A"]
 
 
+def poll(job_ids) -> list[list[str]]:
+    """The two queries one status poll of these jobs makes (slurm.status.Watcher.poll), side by side."""
+    return [queue(job_ids), accounting(job_ids)]
+
+
 def accounting(job_ids) -> list[str]:
     """Accounting's rows of these jobs, their array elements and their steps."""
     return ["sacct", "-j", ",".join(jobid.bases(job_ids)), "-P", "-n", "-o", ",".join(ACCOUNTING_FIELDS)]

@@ -9,14 +9,13 @@ jobs a process follows (a map of 100 elements costs what one job costs).
 
 from __future__ import annotations
 
-import os
 import re
 import time
 
 from hpcjax.values.errors import HpcjaxError, SlurmNotFound
 from hpcjax.hosts import this_machine
 from hpcjax.hosts.here import NOT_FOUND
-from hpcjax.slurm import commands, versions
+from hpcjax.slurm import commands, conf, versions
 from hpcjax.slurm.status import JobStatus, Watcher
 from hpcjax.values import jobid
 from hpcjax.values.nodelist import HostlistError, expand_hostlist
@@ -61,16 +60,6 @@ REFUSALS = (
 )
 
 
-def check_conf(environ=None) -> None:
-    """SLURM_CONF naming no readable file: every SLURM command would retry it for 60 s and then fail
-    (s_p_parse_file), silently to a caller that captures its output. Said at once instead."""
-    conf = (os.environ if environ is None else environ).get("SLURM_CONF")
-    if conf is not None and not os.access(conf, os.R_OK):
-        raise SlurmNotFound(f"SLURM_CONF={conf!r} names no file this user can read: SLURM's commands would "
-                            "wait 60 s for it and fail", "unset SLURM_CONF (SLURM then reads its own default) or "
-                            "point it at the cluster's slurm.conf (`scontrol show config` on the login node names it)")
-
-
 def check_job_id(job_id: str) -> str:
     return jobid.check(job_id)
 
@@ -87,7 +76,7 @@ class Slurm:
 
     def run(self, argv: list[str]) -> str:
         if not self.host.remote:  # a login node's SLURM_CONF is its own shell's
-            check_conf()
+            conf.check_conf()
         tries = QUERY_TRIES if argv[0] in QUERIES else 1
         for attempt in range(tries):
             proc = self.host.run(argv)

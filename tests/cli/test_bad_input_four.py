@@ -233,7 +233,7 @@ def test_ctrl_c_while_waiting_cancels_and_ends_in_one_short_interrupt():
 
 # --- what hpcjax prints -----------------------------------------------------------------------------
 def test_a_logs_escape_sequences_are_written_out_on_a_terminal(empty, monkeypatch):
-    from hpcjax.cli.jobs import visible
+    from hpcjax.cli.submitted import visible
 
     assert visible("a\x1b]0;pwned\x07b\tc\nd\r\x9b") == "a\\x1b]0;pwned\\x07b\tc\nd\r\\x9b"
 
@@ -263,7 +263,7 @@ def test_a_diverged_run_shows_where_in_its_report(empty):
 
 def test_logs_on_a_terminal_go_through_visible(empty, monkeypatch):
     """The verb applies it where stdout is a terminal (a file or a pipe gets the bytes as they are)."""
-    import hpcjax.cli.jobs as jobs
+    import hpcjax.cli.submitted as submitted
 
     class Run:
         job_id = "7"
@@ -278,7 +278,7 @@ def test_logs_on_a_terminal_go_through_visible(empty, monkeypatch):
     monkeypatch.setattr("hpcjax.backends.attach_one", lambda job, cluster, verb: Run())
     for stream, shown in ((Terminal(), "\\x1b[2Jcleared"), (io.StringIO(), "\x1b[2Jcleared")):
         monkeypatch.setattr(sys, "stdout", stream)
-        assert jobs.cmd_logs(jobs.argparse.Namespace(job_id="7", follow=False, tail=None, rank=None, cluster=None,
+        assert submitted.cmd_logs(submitted.argparse.Namespace(job_id="7", follow=False, tail=None, rank=None, cluster=None,
                                                      remote_dir=None, profile_file=None, backend="auto"), []) == 0
         assert shown in stream.getvalue()
 

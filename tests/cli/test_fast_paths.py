@@ -35,18 +35,20 @@ CATALOG = {"hpcjax.catalog", "hpcjax.catalog.db", "hpcjax.catalog.keep", "hpcjax
 LOCAL = {"hpcjax.backends", "hpcjax.hosts.cluster", "hpcjax.backends.local", "hpcjax.localjobs", "hpcjax.localjobs.chains",
          "hpcjax.localjobs.environment", "hpcjax.localjobs.processes", "hpcjax.localjobs.queue",
          "hpcjax.protocol.placement"}
-# hpcjax.launch.request: the one resolve, of the cluster too (--cluster, a profile's host, $HPCJAX_CLUSTER)
-JOB_VERBS = {"hpcjax.cli.jobs", "hpcjax.cli.following", "hpcjax.job.clusters", "hpcjax.cli.kinds", "hpcjax.cli.outputs", "hpcjax.job.profiles",
-             "hpcjax.hosts.cluster", "hpcjax.launch", "hpcjax.launch.request"}
+# hpcjax.launch.request: the one resolve, of the cluster too (--cluster, a profile's host, $HPCJAX_CLUSTER);
+# hpcjax.slurm.commands: the status poll's queries, started before the rest is imported (cli.submitted)
+ASKING_VERBS = {"hpcjax.cli.submitted", "hpcjax.cli.reach", "hpcjax.job.clusters", "hpcjax.cli.kinds", "hpcjax.job.profiles",
+                "hpcjax.hosts.cluster", "hpcjax.launch", "hpcjax.launch.request", "hpcjax.slurm", "hpcjax.slurm.commands",
+                "hpcjax.slurm.conf"}
 ALLOWED = {
-    "render": COMMON | {"hpcjax.cli.jobs", "hpcjax.cli.following", "hpcjax.job.clusters", "hpcjax.cli.kinds", "hpcjax.cli.outputs", "hpcjax.job.profiles",
+    "render": COMMON | {"hpcjax.cli.jobs", "hpcjax.cli.reach", "hpcjax.cli.following", "hpcjax.job.clusters", "hpcjax.cli.kinds", "hpcjax.cli.outputs", "hpcjax.job.profiles",
                         "hpcjax.job.sweeps", "hpcjax.hosts.cluster", "hpcjax.slurm", "hpcjax.slurm.script",
                         "hpcjax.launch", "hpcjax.launch.request",
                         "hpcjax.protocol.scriptnames",
                         "hpcjax.protocol.statuses"},
     "runs": COMMON | FOLLOW | CATALOG | LOCAL | {"hpcjax.cli.runs"},
-    "status": COMMON | FOLLOW | CATALOG | LOCAL | JOB_VERBS,
-    "logs": COMMON | FOLLOW | CATALOG | LOCAL | JOB_VERBS,
+    "status": COMMON | FOLLOW | CATALOG | LOCAL | ASKING_VERBS,
+    "logs": COMMON | FOLLOW | CATALOG | LOCAL | ASKING_VERBS,
     "--help": HELP_ONLY,
 }
 HEAVY = ("jax", "jaxlib", "numpy", "submitit", "optax", "orbax", "jinja2")  # jinja2: render's alone
@@ -85,7 +87,11 @@ def test_each_everyday_verb_imports_its_named_modules_and_nothing_heavy(local_jo
     ours = {m for m in modules if m == "hpcjax" or m.startswith("hpcjax.")}
     runtimes = {m for m in ours if m.startswith("hpcjax.containers.runtimes")}
     assert ours - runtimes - ALLOWED[verb] == set(), f"`hpcjax {verb}` imports more than its list"
-    assert "hpcjax.cli.jobs" in ours or verb in ("runs", "--help")  # the verb's own module was loaded
+    own = {"render": "hpcjax.cli.jobs", "status": "hpcjax.cli.submitted", "logs": "hpcjax.cli.submitted",
+           "runs": "hpcjax.cli.runs"}
+    assert verb == "--help" or own[verb] in ours  # the verb's own module was loaded
+    # the verbs about a submitted job build no parser with the job options (render's and submit's)
+    assert verb not in ("status", "logs") or "hpcjax.cli.jobs" not in ours
     heavy = {m.split(".")[0] for m in modules} & set(HEAVY)
     assert heavy == ({"jinja2"} if verb == "render" else set()), heavy
 

@@ -48,7 +48,7 @@ def profile_args(tmp_path, cluster: str | None, text: str) -> argparse.Namespace
 
 
 def test_cluster_is_a_profile_that_names_a_host_or_else_a_destination(tmp_path):
-    from hpcjax.cli.options import cluster_from_args
+    from hpcjax.cli.reach import cluster_from_args
 
     text = ('[profiles.site]\nhost = "me@login"\nremote_dir = "$SCRATCH/h"\nssh_options = ["-F", "cfg"]\n'
             '[profiles.nohost]\npartition = "gpu"\n')
@@ -189,3 +189,40 @@ def test_relative_run_dirs_are_kept_beside_the_snapshots_and_fetched_runs_never_
     assert ship.tree_files(tmp_path, ("sub/runs/a",)) == ["train.py"]
     subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)  # git leaves it out by its .gitignore
     assert ship.tree_files(tmp_path, ("sub/runs/a",)) == ["train.py"]
+
+
+def test_a_query_started_early_answers_the_same_command_once_and_only_while_fresh(monkeypatch):
+    """hosts.here.start_early (`hpcjax status` starts its poll's queries before its imports): the first
+    run of the same argv takes the early answer; the next one, another argv, one given input, or an
+    answer older than EARLY_FRESH_S runs anew."""
+    import sys
+    import time
+
+    from hpcjax.hosts import here
+
+    clock = [sys.executable, "-c", "import time; print(time.time())"]
+    host = here.LocalHost()
+    here.start_early(clock)
+    time.sleep(0.5)
+    asked = time.time()
+    early = float(host.run(clock).stdout)
+    assert early < asked and here._early == {}
+    assert float(host.run(clock).stdout) > asked  # taken once: the next run is its own
+    here.start_early(clock)
+    assert host.run([sys.executable, "-c", "print('other')"]).stdout == "other\n"  # another argv: its own run
+    here.start_early(["cat"])
+    assert host.run(["cat"], input="given").stdout == "given"  # a run given input is its own too
+    monkeypatch.setattr(here, "EARLY_FRESH_S", 0.0)
+    asked = time.time()
+    assert float(host.run(clock).stdout) > asked  # too old to stand for a query asked now
+    assert host.run(["cat"], input="x").stdout == "x" and set(here._early) == {("cat",)}
+    here._early.pop(("cat",))[1].kill()
+
+
+def test_an_early_query_that_cannot_start_leaves_the_run_to_say_why():
+    from hpcjax.hosts import here
+
+    here.start_early(["no-such-program-here"])
+    assert here._early == {}
+    done = here.LocalHost().run(["no-such-program-here"])
+    assert done.returncode == here.NOT_FOUND and "command not found" in done.stderr

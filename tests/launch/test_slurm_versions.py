@@ -44,7 +44,11 @@ def builders():
         if function.__module__ != commands.__name__:
             continue
         params = inspect.signature(function).parameters
-        yield name, function(**{p: SAMPLE[p] for p in params if p in SAMPLE})
+        built = function(**{p: SAMPLE[p] for p in params if p in SAMPLE})
+        if isinstance(built[0], list):  # several command lines (poll: squeue's and sacct's)
+            yield from ((f"{name}-{argv[0]}", argv) for argv in built)
+        else:
+            yield name, built
 
 
 @pytest.mark.parametrize("name, argv", list(builders()), ids=[name for name, _ in builders()])

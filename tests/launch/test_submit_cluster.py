@@ -78,7 +78,7 @@ def test_a_failing_rank_is_named_with_its_node_and_log_tail(tmp_path, slurm_clus
     assert json.loads(status.stdout)["state"] == "FAILED"
 
 
-def test_status_logs_and_cancel(tmp_path, slurm_cluster, hpcjax_home):
+def test_status_logs_and_cancel(tmp_path, slurm_cluster, hpcjax_home, monkeypatch, capsys):
     result, job_id = submit(tmp_path, "--nodes", "2", "--gpus-per-node", "2", "--wait",
                             command=["bash", "-c", 'echo "hello from $SLURM_PROCID"'])
     assert result.returncode == 0, result.stderr
@@ -89,6 +89,19 @@ def test_status_logs_and_cancel(tmp_path, slurm_cluster, hpcjax_home):
         time.sleep(1)
         status = run_hpcjax("status", job_id, cwd=tmp_path)
     assert f"step {job_id}.0: COMPLETED exit 0:0 tasks 4 on node[1-2]" in status.stdout
+    # The status poll's squeue and sacct start before the verb's imports (cli.submitted.ask_slurm_early),
+    # and the poll takes both answers: none asked twice, none left over.
+    from hpcjax.cli import main
+    from hpcjax.hosts import here
+    from hpcjax.slurm import commands
+
+    started, start = [], here.start_early
+    monkeypatch.setattr(here, "start_early", lambda *argvs: (started.extend(argvs), start(*argvs)))
+    monkeypatch.chdir(tmp_path)
+    assert main(["status", job_id]) == 0
+    shown = capsys.readouterr().out
+    assert f"job {job_id} (hpcjax): COMPLETED" in shown and f"step {job_id}.0: COMPLETED exit 0:0 tasks 4" in shown
+    assert started == commands.poll([job_id]) and here._early == {}
     logs = run_hpcjax("logs", job_id, cwd=tmp_path).stdout.splitlines()
     assert logs == ["[rank 0 node1] hello from 0", "[rank 1 node1] hello from 1",
                     "[rank 2 node2] hello from 2", "[rank 3 node2] hello from 3"]
