@@ -33,9 +33,23 @@ _TABLE: dict[str, type] = {}
 _INSTANCES: dict[str, "Backend"] = {}
 
 
+@dataclasses.dataclass(frozen=True)
+class Queued:
+    """One job (one element of an array) a backend has queued, as the record step takes it: its Run,
+    which element it is, the id its record names (an array's own), and what more its record keeps
+    (the backend's: a hold's name, a job in a hold's place in the queue)."""
+
+    run: object
+    job_id: str
+    element: int | None = None
+    fields: tuple = ()  # (name, value) pairs
+
+
 class Backend:
     """What every backend answers. The pipeline (hpcjax.launch.steps) calls these in its order:
-    check, then (after staging) submit; a dry run calls render instead of submit."""
+    check, then (after the stage and render steps) queue, then (after the record step) release; a
+    dry run calls render and estimate instead. A backend supplies what differs between places, the
+    pipeline the order."""
 
     name: ClassVar[str] = ""
     order: ClassVar[int] = 100  # "auto" takes the first available backend, lowest order first
@@ -63,7 +77,7 @@ class Backend:
 
     def render(self, sub) -> tuple[str, str]:
         """The render step's: (what it runs, or for a backend that runs no script what it starts, as a
-        dry run shows it; the line that says what it is). Rendered once per submission: the submit
+        dry run shows it; the line that says what it is). Rendered once per submission: the queue
         step finds it in `sub.script`."""
         raise NotImplementedError
 
@@ -72,9 +86,15 @@ class Backend:
         refusal (raised); "" where there is no scheduler to ask."""
         return ""
 
-    def submit(self, sub) -> list:
-        """Start the staged, rendered job (`sub.script`); its Runs (one per array element), recorded."""
+    def queue(self, sub) -> list[Queued]:
+        """The queue step's: put the staged, rendered job (`sub.script`) where it waits to run (sbatch,
+        here or over SSH; a hold's queue; this machine's ranks made, not started), one Queued per
+        array element. Its records are the record step's, after this."""
         raise NotImplementedError
+
+    def release(self, sub, queued: list[Queued]) -> None:
+        """Once the jobs are recorded: start what only this backend starts (this machine's ranks), and
+        say what was queued where."""
 
     def attach(self, job_id: str, record: dict | None, cluster) -> object:
         """The Run of a job submitted earlier (`record`: hpcjax's record of it, if any)."""

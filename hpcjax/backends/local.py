@@ -9,7 +9,7 @@ import shlex
 import subprocess
 
 from hpcjax import backends
-from hpcjax.backends import Backend, register
+from hpcjax.backends import Backend, Queued, register
 from hpcjax.catalog import keep, records
 from hpcjax.values.errors import HpcjaxError, UsageError
 from hpcjax.localjobs import processes, queue
@@ -60,10 +60,20 @@ class LocalBackend(Backend):
         return "\n".join(lines) + "\n", (f"dry run: the local backend would start {spec.layout.described} on "
                                          "this machine, each as shown:")
 
-    def submit(self, sub) -> list:
+    def queue(self, sub) -> list[Queued]:
+        """The ranks' Runs made, not started (their ids claimed): started once recorded (release)."""
         if sub.spec.array:
-            return queue.start(sub.spec, find, sub.record_fields)
-        return [processes.start(sub.spec, find, sub.record_fields)]
+            array_id, runs = queue.make(sub.spec)
+            return [Queued(run, array_id, index) for index, run in enumerate(runs)]
+        run = processes.make(sub.spec)
+        return [Queued(run, run.job_id)]
+
+    def release(self, sub, queued: list[Queued]) -> None:
+        runs = [job.run for job in queued]
+        if sub.spec.array:
+            queue.release(runs, find)
+        else:
+            processes.release(runs[0], find)
 
     def attach(self, job_id: str, record: dict | None, cluster) -> processes.LocalRun:
         if record is None:

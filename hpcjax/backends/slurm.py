@@ -7,7 +7,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 
-from hpcjax.backends import Backend, register
+from hpcjax.backends import Backend, Queued, register
 from hpcjax.catalog import db, keep, records
 from hpcjax.containers import binds
 from hpcjax.hosts.cluster import THIS_MACHINE
@@ -173,29 +173,30 @@ class SlurmBackend(Backend):
         when = free.read_estimate(0, said)
         return ("at " if when[:1].isdigit() else "") + when, ""
 
-    def submit(self, sub) -> list:
+    def queue(self, sub) -> list[Queued]:
         from hpcjax.slurm import sbatch  # the template engine: submissions only
 
         cluster = sub.cluster
         if sub.spec.on:  # a job inside a held allocation: queued for the hold's agent, no sbatch
             run, more = inhold.queue(sub)
-            self._record(sub, run, {**sub.record_fields(None, run.job_id), **more})
-            return [run]
+            return [Queued(run, run.job_id, None, tuple(more.items()))]
         self._say_start(sub)
         job_id = sbatch.there(sub.script, sub.spec, cluster, sub.home_there, sub.workdir, sub.log_dir) \
             if cluster.remote else sbatch.here(sub.script, sub.spec)
-        runs = [SlurmRun(job_id if i is None else f"{job_id}_{i}", sub.log_dir, sub.spec.layout.num_processes, cluster)
-                for i in sub.elements]
-        for run, element in zip(runs, sub.elements):
-            fields = sub.record_fields(element, job_id)
-            if sub.hold:
-                fields.update(kind=holds.KIND, hold_name=sub.hold_name or sub.spec.job_name, job_id=job_id)
-            self._record(sub, run, fields)
+        held = (("kind", holds.KIND), ("hold_name", sub.hold_name or sub.spec.job_name), ("job_id", job_id)) \
+            if sub.hold else ()
+        return [Queued(SlurmRun(job_id if i is None else f"{job_id}_{i}", sub.log_dir, sub.spec.layout.num_processes,
+                                cluster), job_id, i, held) for i in sub.elements]
+
+    def release(self, sub, queued: list[Queued]) -> None:
+        """SLURM starts it; said once it is recorded."""
+        if sub.spec.on:
+            return
+        job_id, cluster = queued[0].job_id, sub.cluster
         what = f"job {job_id}" if not sub.spec.array else f"job array {job_id} of {sub.spec.array} elements"
         what = f"hold {sub.hold_name or sub.spec.job_name} ({what})" if sub.hold else what
         where = f" on {cluster.name}" if cluster.remote else ""
         say(f"submitted {what}{where} ({sub.spec.layout.described}); logs in {sub.log_dir}/")
-        return runs
 
     def _say_start(self, sub) -> None:
         """When SLURM expects the job to start, asked before it is sent (sbatch --test-only of its script):
@@ -207,13 +208,6 @@ class SlurmBackend(Backend):
             else ""
         say(f"SLURM's estimate (sbatch --test-only): it would start {when}{after}" if when else
             f"SLURM's estimate: none ({why})")
-
-    @staticmethod
-    def _record(sub, run, fields: dict) -> None:
-        run.run_dir = fields.get("run_dir")
-        if sub.cluster.remote:
-            records.save_there(sub.cluster, sub.home_there, run.job_id, fields)
-        keep.record(records.key(run.job_id, sub.cluster.destination), fields)
 
     def attach(self, job_id: str, record: dict | None, cluster) -> SlurmRun:
         if jobid.is_hold_step(job_id):

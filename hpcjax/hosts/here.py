@@ -7,6 +7,7 @@ import contextlib
 import os
 import signal
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -103,6 +104,26 @@ def ctrl_c_mask(how: int):
         yield
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
+@contextlib.contextmanager
+def ctrl_c_for_children():
+    """SIGINT unblocked in the processes started meanwhile (a child keeps the signal mask it starts
+    with), while a Ctrl-C to this process waits for the end of the block and lands then: a job's
+    ranks are all started before the interrupt is seen, never half of them. Only the main thread
+    runs Python's signal handlers, so only there is the Ctrl-C put off; elsewhere it never lands."""
+    previous = signal.getsignal(signal.SIGINT) if threading.current_thread() is threading.main_thread() else None
+    caught: list[int] = []
+    if previous is not None:  # None: a handler not set from Python, left alone
+        signal.signal(signal.SIGINT, lambda number, frame: caught.append(number))
+    try:
+        with ctrl_c_mask(signal.SIG_UNBLOCK):
+            yield
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
+            if caught:  # again, as it came: held by the caller's mask, else it lands now
+                signal.raise_signal(signal.SIGINT)
 
 
 def node_local_reason(path: str | Path) -> str:

@@ -226,6 +226,10 @@ class JobSpec:
         if self.on is not None:
             check_on(self)
 
+    def command_of(self, element: int | None) -> tuple[str, ...]:
+        """What one element of an array runs (a sweep's element its own command), or the job."""
+        return self.array_commands[element] if element is not None and self.array_commands else self.command
+
     def hpcjax_python(self) -> str:
         """The ranks' Python for hpcjax's own programs (preflight, smoke, a call's worker): the image's in
         a container (hpcjax bound in), the cluster's over SSH (hpcjax shipped), else this interpreter."""

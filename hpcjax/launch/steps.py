@@ -5,9 +5,11 @@ through submit, `relaunch`, a sweep, a chain, the Trainer, a remote function's c
            cluster it goes to, what travels with it (uploads, Data, a Python call)
   check    every refusal, no side effect (launch.refusals); where it goes asked in one round trip
   stage    what the job needs where it runs, made there (launch.staging)
-  render   what the backend will run; a dry run stops here and shows it
-  submit   the backend starts it (sbatch here or over SSH, or this machine's processes)
-  record   its records and catalog row, its id announced (record_fields, catalog.keep)
+  render   what the backend will run, rendered once; a dry run stops here and shows it
+  queue    the backend puts it where it waits to run (sbatch here or over SSH, a hold's queue, this
+           machine's ranks made but not started): one `backends.Queued` per array element
+  record   its records and catalog row, the same for every backend (record, record_fields, catalog.keep)
+  release  the job's id announced; the backend starts what only it starts (this machine's ranks)
   follow   its Runs: a first look at what the scheduler says (then wait or logs, as the caller likes)
 
 Each step is owned by one module; each check runs once per submission.
@@ -78,9 +80,6 @@ class Submission:
     def elements(self) -> list[int | None]:
         return list(range(self.spec.array)) if self.spec.array else [None]
 
-    def record_fields(self, element: int | None, job_id: str) -> dict:
-        return record_fields(self, element, job_id)
-
 
 @contextlib.contextmanager
 def interrupts_held():
@@ -95,18 +94,24 @@ def interrupts_held():
 
 
 def submit(sub: Submission) -> list:
-    """Check, stage, submit, record; the Runs (one per array element), after a first look. A Ctrl-C
-    once the job exists goes on as a KeyboardInterrupt that carries them (runs_of): its type stays
-    KeyboardInterrupt's own, so a script that ends on it still ends by SIGINT, as CPython does."""
+    """Check, stage, render, queue, record, release; the Runs (one per array element), after a first
+    look. Each step takes what the one before made; the backend supplies what differs (where the
+    script goes, how it is queued and started), not the order. A Ctrl-C once the job exists goes on
+    as a KeyboardInterrupt that carries them (runs_of): its type stays KeyboardInterrupt's own, so a
+    script that ends on it still ends by SIGINT, as CPython does."""
     probe = refusals.check(sub)
     sub = staging.stage(sub, probe)
     sub = dataclasses.replace(sub, script=sub.backend.render(sub)[0])
     runs: list = []
     try:
-        with interrupts_held():  # sbatch, the record and the announced id are one: Ctrl-C waits for all three
-            runs = sub.backend.submit(sub)
-            if sub.announce is not None:
+        # sbatch, the record and the announced id are one: Ctrl-C waits for all three
+        with interrupts_held():
+            queued = sub.backend.queue(sub)
+            runs = [q.run for q in queued]
+            record(sub, queued)
+            if sub.announce is not None:  # it exists, with its record: a Ctrl-C from here on names it
                 sub.announce(jobid.base(runs[0].job_id) if sub.spec.array else runs[0].job_id)
+            sub.backend.release(sub, queued)
         runs[0].ensure_can_start()
     except KeyboardInterrupt:
         if not runs:
@@ -132,6 +137,20 @@ def dry_run(sub: Submission) -> tuple[str, str]:
     return shown, (f"{estimate}\n" if estimate else "") + said
 
 
+def record(sub: Submission, queued: list) -> None:
+    """The record step, the same for every backend: each queued job's record and catalog row
+    (record_fields, and the backend's own fields), and on a cluster reached over SSH its record
+    there too (another laptop finds the job by it)."""
+    from hpcjax.catalog import keep, records
+
+    for job in queued:
+        fields = {**record_fields(sub, job.element, job.job_id), **dict(job.fields)}
+        job.run.run_dir = fields.get("run_dir")
+        if sub.cluster.remote:
+            records.save_there(sub.cluster, sub.home_there, job.run.job_id, fields)
+        keep.record(records.key(job.run.job_id, sub.cluster.destination), fields)
+
+
 def record_fields(sub: Submission, element: int | None, job_id: str) -> dict:
     """What a job record keeps of a submission (of one element of an array), the same for every
     backend: for the catalog, `status`, `fetch`, `report` and `relaunch`."""
@@ -139,7 +158,7 @@ def record_fields(sub: Submission, element: int | None, job_id: str) -> dict:
     from hpcjax.job import profiles
 
     spec = sub.spec
-    command = spec.array_commands[element] if element is not None and spec.array_commands else spec.command
+    command = spec.command_of(element)
     fields = {"backend": sub.backend.name, "output_dir": sub.log_dir, "layout": spec.layout.as_dict(),
               "workdir": sub.workdir, "name": spec.job_name, "kind": keep.kind_of(command), "command": list(command),
               "options": profiles.values_of(spec), "partition": spec.partition, "submitted": time.time()}

@@ -35,20 +35,21 @@ from hpcjax.localjobs import TICK_S, chains
 from hpcjax.localjobs.environment import free_port, local_job_of, rank_environment
 
 STOP_GRACE_S = 5.0
-def start(spec: JobSpec, find, fields) -> "LocalRun":
-    """Start every rank of spec here, or, with --after, once its dependencies have ended as asked
-    (`find(job)`: a dependency's Run); the Run that follows them. `fields(element, job_id)`: what
-    its record keeps of the submission."""
-    job_id = records.new_local_id(int(time.time() * 1000))
-    run = LocalRun(job_id, spec, submitted=fields(None, job_id))
-    if spec.after:  # as SLURM's --dependency: it waits, then starts or is cancelled
+def make(spec: JobSpec) -> "LocalRun":
+    """The job's Run, its id claimed (its record is the record step's, then release starts it)."""
+    return LocalRun(records.new_local_id(int(time.time() * 1000)), spec)
+
+
+def release(run: "LocalRun", find) -> None:
+    """Start every rank of the recorded job here, or, with --after, once its dependencies have ended
+    as asked (`find(job)`: a dependency's Run)."""
+    if run.spec.after:  # as SLURM's --dependency: it waits, then starts or is cancelled
         run.save_record("PENDING")
         _started_here.append(run)
         threading.Thread(target=chains.start_after, args=(run, find), name=f"hpcjax-local-after-{run.job_id}",
                          daemon=True).start()
     else:
         run.start()
-    return run
 
 
 class LocalRun(Run):
@@ -60,7 +61,7 @@ class LocalRun(Run):
 
     def __init__(self, job_id: str, spec: JobSpec | None, *, log_dir: Path | None = None,
                  layout: contract.Layout | None = None, record: dict | None = None,
-                 submitted: dict | None = None) -> None:
+                 element: int | None = None) -> None:
         layout = layout or spec.layout
         super().__init__(job_id, log_dir or Path(spec.output_dir).resolve(), layout.num_processes)
         self.spec, self.layout = spec, layout
@@ -71,9 +72,7 @@ class LocalRun(Run):
         self.final = ""  # the state once every rank has ended (or the job was cancelled before starting)
         self.record = record  # set when attached from another process: its record is the news
         self.start_error = ""  # why the processes could not be started, if they could not
-        # what the catalog keeps of the submission (launch.steps's); a sweep's element runs its own command
-        self.submitted = submitted or {}
-        self.command = tuple(self.submitted.get("command") or (spec.command if spec else ()))
+        self.command = spec.command_of(element) if spec else ()  # a sweep's element runs its own command
         self.started_at = None  # time.time() of start(), for the catalog's attempt
         self.waiting_for = "a free slot of its job array"
         self.lock = threading.RLock()
@@ -87,12 +86,12 @@ class LocalRun(Run):
         return run
 
     def save_record(self, state: str) -> None:
-        """The job's record and its row in the catalog of runs (catalog.keep)."""
-        keep.record(self.job_id, {"backend": "local", "output_dir": str(self.log_dir),
-                                  "layout": self.layout.as_dict(), "state": state,
-                                  "pids": [p.pid for p in self.procs.values()], **self.submitted,
-                                  **({"started": self.started_at, "nodelist": f"local[0-{self.layout.nodes - 1}]"}
-                                     if self.started_at else {})})
+        """The job's state in its record and its row in the catalog of runs (catalog.keep), beside what
+        the record step wrote of its submission."""
+        keep.update(self.job_id, backend="local", output_dir=str(self.log_dir), layout=self.layout.as_dict(),
+                    state=state, pids=[p.pid for p in self.procs.values()],
+                    **({"started": self.started_at, "nodelist": f"local[0-{self.layout.nodes - 1}]"}
+                       if self.started_at else {}))
 
     def start(self) -> None:
         """Start every rank (once); a job cancelled while pending never starts."""
@@ -109,9 +108,11 @@ class LocalRun(Run):
             self.started = time.monotonic()
             try:
                 # SIGINT as a program has it: a submission holds it (launch.steps.interrupts_held), and a
-                # rank started meanwhile would never see a Ctrl-C or run its own handler of it. One that
-                # lands here interrupts the start, which stops what started.
-                with here.ctrl_c_mask(signal.SIG_UNBLOCK):
+                # rank started meanwhile would never see a Ctrl-C or run its own handler of it. A Ctrl-C
+                # to this process meanwhile lands once every rank has started (the job is recorded and
+                # announced by then: its caller stops it); one that cannot wait interrupts the start,
+                # which stops what started.
+                with here.ctrl_c_for_children():
                     for rank in range(self.num_ranks):
                         with open(contract.rank_log_path(self.log_dir, self.job_id, rank), "w") as log:
                             self.procs[rank] = subprocess.Popen(
@@ -119,7 +120,7 @@ class LocalRun(Run):
                                 env=rank_environment(self.spec, self.job_id, rank, port))
             except BaseException as error:  # Ctrl-C, or a process that could not start: none is left running
                 interrupted = isinstance(error, KeyboardInterrupt)
-                self.save_record("PENDING")  # its claimed record gets a whole one, then its end
+                self.save_record("PENDING")  # the pids that started, then its end
                 self.end_unstarted("CANCELLED" if interrupted else "FAILED",
                                    "interrupted while its processes were started" if interrupted
                                    else f"its processes could not be started: {error}")

@@ -14,6 +14,7 @@ import threading
 import time
 
 from hpcjax.catalog import records
+from hpcjax.values import jobid
 from hpcjax.localjobs import TICK_S, chains
 from hpcjax.localjobs.processes import LocalRun
 from hpcjax.protocol.contract import FINISHED_STATES
@@ -24,17 +25,21 @@ def default_slots(spec: JobSpec) -> int:
     return max(1, (os.cpu_count() or 1) // spec.layout.num_processes)
 
 
-def start(spec: JobSpec, find, fields) -> list[LocalRun]:
-    """One LocalRun per element, in order; the first ones start at once (after the array's
-    dependencies, if it has any, as SLURM starts an array's elements: `find(job)`, a dependency's Run).
-    `fields(element, array_id)`: what each element's record keeps of the submission."""
+def make(spec: JobSpec) -> tuple[str, list[LocalRun]]:
+    """The array's id (claimed) and one LocalRun per element, in order, none started (their records
+    are the record step's, then release starts them)."""
     array_id = records.new_local_id(int(time.time() * 1000))
-    runs = [LocalRun(f"{array_id}_{index}", spec, submitted=fields(index, array_id)) for index in range(spec.array)]
+    return array_id, [LocalRun(f"{array_id}_{index}", spec, element=index) for index in range(spec.array)]
+
+
+def release(runs: list[LocalRun], find) -> None:
+    """The recorded elements, the first ones started at once (after the array's dependencies, if it
+    has any, as SLURM starts an array's elements: `find(job)`, a dependency's Run)."""
     for run in runs:
         run.save_record("PENDING")
+    spec = runs[0].spec
     slots = spec.array_parallel or default_slots(spec)
-    threading.Thread(target=schedule, args=(runs, slots, find), name=f"hpcjax-local-array-{array_id}").start()
-    return runs
+    threading.Thread(target=schedule, args=(runs, slots, find), name=f"hpcjax-local-array-{jobid.base(runs[0].job_id)}").start()
 
 
 def schedule(runs: list[LocalRun], slots: int, find) -> None:

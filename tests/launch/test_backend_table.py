@@ -19,7 +19,7 @@ import pytest
 
 from hpcjax import backends
 from hpcjax.protocol import contract
-from hpcjax.backends import Backend, register
+from hpcjax.backends import Backend, Queued, register
 from hpcjax.catalog import keep, records
 from support import cli
 from hpcjax.follow.outcome import Outcome, TaskEvent, analyze
@@ -75,15 +75,14 @@ class DetachedBackend(Backend):
     def render(self, sub) -> tuple[str, str]:
         return " ".join(sub.spec.command) + "\n", "dry run: each shell would run:"
 
-    def submit(self, sub) -> list:
+    def queue(self, sub) -> list:  # started at once: its shells need nobody to follow them
         job = records.new_local_id(int(time.time() * 1000))
         ranks, pids = sub.spec.layout.num_processes, []
         for rank in range(ranks):
             log = contract.rank_log_path(sub.log_dir, job, rank)
             shell = f'{" ".join(sub.spec.command)} > "{log}" 2>&1; echo $? > "{exit_file(sub.log_dir, job, rank)}"'
             pids.append(subprocess.Popen(["sh", "-c", shell], start_new_session=True).pid)
-        keep.record(job, {**sub.record_fields(None, job), "pids": pids, "state": "RUNNING"})
-        return [DetachedRun(job, sub.log_dir, ranks)]
+        return [Queued(DetachedRun(job, sub.log_dir, ranks), job, None, (("pids", pids), ("state", "RUNNING")))]
 
     def attach(self, job_id: str, record: dict | None, cluster) -> DetachedRun:
         return DetachedRun(job_id, record["output_dir"], contract.Layout.from_dict(record["layout"]).num_processes)

@@ -60,7 +60,8 @@ def test_a_submission_is_rendered_once_and_that_script_is_submitted(tmp_path, mo
     sub = submission(spec, "slurm")
     staged = steps.staging.stage(sub, steps.refusals.Probe())
     rendered = dataclasses.replace(staged, script=staged.backend.render(staged)[0])
-    [run] = staged.backend.submit(rendered)
+    [queued] = staged.backend.queue(rendered)
+    run = queued.run
     assert run.job_id == "4243"
     assert len(renders) == 1
     assert (tmp_path / "submitted.sh").read_text() == (tmp_path / "tested.sh").read_text() == rendered.script
