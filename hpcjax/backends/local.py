@@ -61,12 +61,14 @@ class LocalBackend(Backend):
                                          "this machine, each as shown:")
 
     def queue(self, sub) -> list[Queued]:
-        """The ranks' Runs made, not started (their ids claimed): started once recorded (release)."""
+        """The ranks' Runs made, not started (their ids claimed): started once recorded (release). A
+        local job's record is its state too: PENDING until its ranks start."""
+        pending = (("state", "PENDING"),)
         if sub.spec.array:
             array_id, runs = queue.make(sub.spec)
-            return [Queued(run, array_id, index) for index, run in enumerate(runs)]
+            return [Queued(run, array_id, index, pending) for index, run in enumerate(runs)]
         run = processes.make(sub.spec)
-        return [Queued(run, run.job_id)]
+        return [Queued(run, run.job_id, None, pending)]
 
     def release(self, sub, queued: list[Queued]) -> None:
         runs = [job.run for job in queued]

@@ -11,7 +11,7 @@ import time
 import pytest
 
 from conftest import assert_rank_3_of_4_failed_alone, run_hpcjax
-from hpcjax.launch import attach, submit
+from hpcjax.launch import attach, submit, submit_array
 from hpcjax.job.spec import JobSpec, Layout
 
 # Each rank says who it is; rank FAIL exits with code 3 (or kills itself) after a word.
@@ -135,3 +135,24 @@ def test_ctrl_c_while_a_local_sweep_is_followed_stops_what_runs_and_what_waits_n
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == 130 and f"interrupted: stopped every process of local job {sweep}" in err, err
     assert [attach(f"{sweep}_{i}").state() for i in range(3)] == ["COMPLETED", "CANCELLED", "CANCELLED"]
+
+
+@pytest.mark.parametrize("array", [False, True])
+def test_a_local_job_is_recorded_before_its_ranks_start(tmp_path, hpcjax_home, monkeypatch, array):
+    """The record step comes before the backend's release (launch.steps): as its ranks are started,
+    the job's record holds what was submitted, PENDING (before that order, a job that was not an
+    array had only its claimed, empty record then); it ends COMPLETED."""
+    from hpcjax.catalog import records
+    from hpcjax.localjobs.processes import LocalRun
+
+    seen, start = [], LocalRun.start
+    monkeypatch.setattr(LocalRun, "start", lambda run: (seen.append(records.load(run.job_id)), start(run))[1])
+    job = JobSpec(command=(sys.executable, "-c", "pass"), layout=Layout(nodes=1, gpus_per_node=2),
+                  output_dir=str(tmp_path / "logs"), array=2 if array else 0)
+    runs = submit_array(job, "local") if array else [submit(job, "local")]
+    for run in runs:
+        assert run.wait(progress=False).ok and attach(run.job_id).state() == "COMPLETED"
+    assert len(seen) == len(runs)
+    for record in seen:
+        assert record is not None and record["kind"] == "command" and record["state"] == "PENDING", record
+        assert record["command"] == [sys.executable, "-c", "pass"]
