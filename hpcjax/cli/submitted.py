@@ -49,6 +49,8 @@ def ask_slurm_early(job_id: str, args: argparse.Namespace) -> None:
         record = records.load(job_id)
     except HpcjaxError:  # said as it should be by the status itself
         return
+    if record is None and records.remote_keys(job_id):  # submitted from here to a cluster over SSH
+        return
     if (record or {}).get("backend", "slurm") == "slurm" and not (record or {}).get("cluster"):
         here.start_early(*commands.poll([job_id]))
 

@@ -147,3 +147,30 @@ def test_every_verb_of_the_table_is_added_by_its_module_with_its_line():
         assert verb in sub.choices, verb
         [line] = [a.help for a in sub._choices_actions if a.dest == verb]
         assert line == HELP[verb], verb
+
+
+def test_status_asks_slurm_early_only_for_a_job_of_this_machines_slurm(hpcjax_home, monkeypatch):
+    """cli.submitted.ask_slurm_early's guess: a job recorded as SLURM's here, or not recorded (plain
+    sbatch), has its poll started at once; a local job, one sent to a cluster over SSH, --cluster,
+    $HPCJAX_CLUSTER and an id that is no job's start nothing (their status asks elsewhere, or says why)."""
+    import argparse
+
+    from hpcjax.catalog import records
+    from hpcjax.cli import submitted
+    from hpcjax.hosts import here
+    from hpcjax.slurm import commands
+
+    started = []
+    monkeypatch.setattr(here, "start_early", lambda *argvs: started.append(list(argvs)))
+    monkeypatch.delenv("HPCJAX_CLUSTER", raising=False)
+    monkeypatch.setenv("SLURM_CONF", os.devnull)  # readable: the conf check passes
+    records.save("41", {"backend": "slurm", "output_dir": "/x"})
+    records.save("42", {"backend": "local", "output_dir": "/x"})
+    records.save("43@alpha", {"backend": "slurm", "output_dir": "/x", "cluster": {"destination": "alpha"}})
+    plain = argparse.Namespace(cluster=None)
+    for job in ("41", "40", "42", "43", "not-a-job"):
+        submitted.ask_slurm_early(job, plain)
+    submitted.ask_slurm_early("41", argparse.Namespace(cluster="alpha"))
+    monkeypatch.setenv("HPCJAX_CLUSTER", "alpha")
+    submitted.ask_slurm_early("41", plain)
+    assert started == [commands.poll(["41"]), commands.poll(["40"])]
