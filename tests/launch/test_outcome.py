@@ -203,7 +203,11 @@ def test_the_attempts_line_of_a_job_on_this_machine_ends_the_pause_at_once(tmp_p
     from hpcjax.follow.run import SOON_S
     run = scripted_run(tmp_path, ["RUNNING"])
     attempts = tmp_path / "77-attempts.jsonl"
-    threading.Timer(0.3, lambda: attempts.write_text('{"attempt": 1, "ended": "completed"}\n')).start()
+    line = tmp_path / "line"
+    line.write_text('{"attempt": 1, "ended": "completed"}\n')
+    # in one step (a rename): write_text creates the file empty first, and a pause that looks then sees
+    # it appear, and the next one its line (CI: the second pause cut short, "nothing written")
+    threading.Timer(0.3, lambda: line.replace(attempts)).start()
     started = time.monotonic()
     assert run.pause() is True  # a pause of poll_s (2 s), cut short
     assert time.monotonic() - started < 1.5
