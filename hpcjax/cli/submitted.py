@@ -39,7 +39,7 @@ def ask_slurm_early(job_id: str, args: argparse.Namespace) -> None:
     """The status poll's squeue and sacct of a job of this machine's SLURM, started before the
     backends are imported and the job's record read (hosts.here.start_early): `hpcjax status` then
     costs about Python's start and one sacct, not the two in turn. Not for --cluster or
-    $HPCJAX_CLUSTER, nor for a job whose record here names another backend or a cluster; a guess
+    $HPCJAX_CLUSTER, nor for a job whose record names another backend or a cluster; a guess
     that turns out wrong (a profile's host, a sweep's id) costs one query whose answer is dropped."""
     if args.cluster or os.environ.get("HPCJAX_CLUSTER"):
         return
@@ -51,7 +51,7 @@ def ask_slurm_early(job_id: str, args: argparse.Namespace) -> None:
         return
     if record is None and records.remote_keys(job_id):  # submitted from here to a cluster over SSH
         return
-    if (record or {}).get("backend", "slurm") == "slurm" and not (record or {}).get("cluster"):
+    if (record or {}).get("backend", "slurm") == "slurm":  # a record here is never a cluster's (KEY@destination)
         here.start_early(*commands.poll([job_id]))
 
 
