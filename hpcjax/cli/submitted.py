@@ -51,8 +51,14 @@ def ask_slurm_early(job_id: str, args: argparse.Namespace) -> None:
         return
     if record is None and records.remote_keys(job_id):  # submitted from here to a cluster over SSH
         return
-    if (record or {}).get("backend", "slurm") == "slurm":  # a record here is never a cluster's (KEY@destination)
-        here.start_early(*commands.poll([job_id]))
+    if (record or {}).get("backend", "slurm") != "slurm":  # a record here is never a cluster's (KEY@destination)
+        return
+    # A process that already follows jobs (main() called from a program) polls them too, or not at all
+    # when its answer is fresh: the queries its poll will make, not ones nobody takes.
+    controller = sys.modules.get("hpcjax.slurm.controller")
+    asking = controller.slurm_on().watcher.next_asked(job_id) if controller else [job_id]
+    if asking:
+        here.start_early(*commands.poll(asking))
 
 
 # Control characters a terminal acts on (escape sequences that move the cursor, retitle the window,

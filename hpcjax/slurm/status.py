@@ -132,17 +132,27 @@ class Watcher:
 
     def status(self, job_id: str, *, fresh: bool = False) -> JobStatus:
         self.follow(job_id)
-        stale = time.monotonic() - self.asked_at > self.fresh_s
-        if job_id not in self.final and (fresh or stale or job_id not in self.answers):
+        if self.next_asked(job_id, fresh=fresh):
             self.poll()
         answer = self.answers[job_id]
         if isinstance(answer, HpcjaxError):
             raise answer
         return answer
 
+    def next_asked(self, job_id: str, *, fresh: bool = False) -> list[str]:
+        """The jobs the poll that status(job_id) makes asks about, in its order; none when the last
+        answer stands (cli.submitted.ask_slurm_early starts that very poll's queries early)."""
+        stale = time.monotonic() - self.asked_at > self.fresh_s
+        if job_id in self.final or not (fresh or stale or job_id not in self.answers):
+            return []
+        return self._unfinished([*self.following, *([] if job_id in self.following else [job_id])])
+
+    def _unfinished(self, job_ids: list[str]) -> list[str]:
+        return [j for j in job_ids if j not in self.final]
+
     def poll(self) -> None:
         """One squeue and one sacct for every followed job that has not ended for good."""
-        asking = [j for j in self.following if j not in self.final]
+        asking = self._unfinished(self.following)
         self.queries += 1
         queue, rows = at_once(lambda: self.slurm.queue_lines(asking), lambda: self.slurm.accounting_rows(asking))
         # the arrays SLURM has elements of (a pending row "741_[1-2%1]" too)

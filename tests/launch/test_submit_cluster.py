@@ -93,15 +93,29 @@ def test_status_logs_and_cancel(tmp_path, slurm_cluster, hpcjax_home, monkeypatc
     # and the poll takes both answers: none asked twice, none left over.
     from hpcjax.cli import main
     from hpcjax.hosts import here
-    from hpcjax.slurm import commands
+    from hpcjax.slurm import commands, controller
 
     started, start = [], here.start_early
     monkeypatch.setattr(here, "start_early", lambda *argvs: (started.extend(argvs), start(*argvs)))
+    monkeypatch.setattr(controller, "_by_host", {})  # as `hpcjax status` starts: following nothing yet
     monkeypatch.chdir(tmp_path)
     assert main(["status", job_id]) == 0
     shown = capsys.readouterr().out
     assert f"job {job_id} (hpcjax): COMPLETED" in shown and f"step {job_id}.0: COMPLETED exit 0:0 tasks 4" in shown
     assert started == commands.poll([job_id]) and here._early == {}
+    # main() in a process that already follows jobs (CI of cde6629: an earlier test's in the same worker):
+    # its poll asks about them too, or not at all for a job already ended; the early start is that poll's.
+    other = subprocess.run(["sbatch", "--parsable", "-p", "gpu", "--wrap", "sleep 120"], capture_output=True,
+                           text=True, check=True).stdout.strip()
+    try:
+        monkeypatch.setattr(controller, "_by_host", {})
+        controller.slurm_on().watcher.follow(other)
+        for asked in ([other, job_id], []):  # the second: the first poll found the job ended for good
+            started.clear()
+            assert main(["status", job_id]) == 0 and f"job {job_id} (hpcjax): COMPLETED" in capsys.readouterr().out
+            assert started == (commands.poll(asked) if asked else []) and here._early == {}
+    finally:
+        subprocess.run(["scancel", other])
     logs = run_hpcjax("logs", job_id, cwd=tmp_path).stdout.splitlines()
     assert logs == ["[rank 0 node1] hello from 0", "[rank 1 node1] hello from 1",
                     "[rank 2 node2] hello from 2", "[rank 3 node2] hello from 3"]
