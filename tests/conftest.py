@@ -251,6 +251,16 @@ def shared_compile_cache(tmp_path_factory):
 
 
 @pytest.fixture(autouse=True)
+def following_no_job(monkeypatch):
+    """Each test starts as a process does, its SLURM watchers following no job: a job an earlier test
+    of this worker left followed rides along in every later poll (hpcjax.slurm.controller.slurm_on),
+    and `hpcjax status` in-process then asks about it too (CI of cde6629 and c5266de)."""
+    controller = sys.modules.get("hpcjax.slurm.controller")
+    if controller is not None:  # else no watcher exists yet (and importing it here would cost the pure tier)
+        monkeypatch.setattr(controller, "_by_host", {})
+
+
+@pytest.fixture(autouse=True)
 def no_shared_cache_in_containers(request, monkeypatch):
     """A container sees only the directories bound into it: its jobs run without the session's cache."""
     if request.node.get_closest_marker("container"):
