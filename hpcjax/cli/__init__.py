@@ -9,7 +9,8 @@ that holds only JAX and NumPy. Each verb imports what it needs when it runs.
 
 By file: `jobs` (render, submit), `submitted` (status, logs, cancel), `runs` (runs, relaunch, sweeps, chains),
 `fetch` (fetch, tunnel), `stacks`, `smoke`, `rank` (env, check, preflight), `train`, `profile`,
-`container`, `holds` (hold, release), `nodeshell` (shell and jupyter --on), `nodes`, `free`, `site`
+`container`, `holds` (hold, release), `nodeshell` (shell and jupyter --on), `nodes`, `free`, `agents` (mcp: the
+verbs as an AI agent's tools, whose schemas and command lines `tools` reads from the parsers), `site`
 (its `acceptance` check, and what the check is asked: `checkoptions`), `report`; what they share:
 `verbs` (the table: each verb's module and its line in --help), `parsing` (argparse the house
 way: the error format), `options` (the job options), `reach` (the cluster a verb reaches: --cluster), `following` (a submitted job followed to

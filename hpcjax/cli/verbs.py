@@ -32,6 +32,7 @@ VERBS = {
     "jupyter": ("nodeshell", "add_node_shell_verbs"),
     "site": ("site", "add_site_verb"),
     "free": ("free", "add_free_verb"),
+    "mcp": ("agents", "add_mcp_verb"),
 }
 
 HELP = {
@@ -64,4 +65,6 @@ HELP = {
     "site": ("learn a cluster in one command: its SLURM, partitions, GPUs, accounts and a "
              "node's runtimes, written as a site profile"),
     "free": "GPUs free now by partition and type, and when a layout would start",
+    "mcp": ("serve hpcjax to an AI agent as MCP tools on stdin and stdout: submit, status, logs, stacks, "
+            "cancel, free, runs, report"),
 }

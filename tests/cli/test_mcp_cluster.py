@@ -1,0 +1,104 @@
+"""`hpcjax mcp` driven by the MCP SDK's own client over stdio (a real `hpcjax mcp` process, the
+protocol's real handshake), against the dev cluster: the tools it lists are the CLI's parsers', a job
+submitted through it runs and is followed with status and logs, another is cancelled, `free` and
+`runs` answer, and a bad value, an unknown argument or a left-out option is refused in the CLI's own
+words, nothing submitted."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+
+import anyio
+import pytest
+
+from conftest import run_hpcjax
+
+pytestmark = [pytest.mark.cluster]
+
+
+def drive(cwd, steps):
+    """steps(call, session) run against one `hpcjax mcp` server started in cwd; call(tool, **arguments)
+    answers (text, structured content, is_error)."""
+    from mcp import ClientSession, StdioServerParameters, stdio_client
+
+    async def session_run():
+        server = StdioServerParameters(command=sys.executable, args=["-m", "hpcjax", "mcp"], env=dict(os.environ),
+                                       cwd=str(cwd))
+        async with stdio_client(server) as (read, write), ClientSession(read, write) as session:
+            await session.initialize()
+
+            async def call(tool, **arguments):
+                result = await session.call_tool(tool, arguments)
+                return result.content[0].text, result.structured_content, result.is_error
+
+            return await steps(call, session)
+
+    return anyio.run(session_run)
+
+
+def test_an_agent_submits_follows_and_cancels_jobs_in_the_clis_words(tmp_path, slurm_cluster, hpcjax_home):
+    from hpcjax.cli import tools
+
+    async def steps(call, session):
+        seen = {}
+        listed = (await session.list_tools()).tools
+        seen["tools"] = {t.name: t.input_schema for t in listed}
+        seen["read_only"] = {t.name for t in listed if t.annotations and t.annotations.read_only_hint}
+        seen["submitted"] = await call("submit", nodes=2, gpus_per_node=2, job_name="by-an-agent",
+                                       command=["bash", "-c", "echo hello from $SLURM_PROCID"])
+        job = seen["submitted"][1]["stdout"].split()[0]
+        deadline, state = time.monotonic() + 60, ""
+        while state != "COMPLETED" and time.monotonic() < deadline:
+            text, _, failed = await call("status", job_id=job, json=True)
+            assert not failed, text
+            state = json.loads(text.split("\n[stderr]")[0])["state"]
+            await anyio.sleep(0.5)
+        seen["state"] = state
+        seen["logs"] = await call("logs", job_id=job, rank=1)
+        sleeper = (await call("submit", gpus_per_node=1, command=["sleep", "300"]))[1]["stdout"].split()[0]
+        seen["cancel"] = await call("cancel", job_id=sleeper)
+        seen["sleeper"] = sleeper
+        seen["free"] = await call("free", json=True)
+        seen["runs"] = await call("runs", json=True)
+        seen["zero_nodes"] = await call("submit", nodes=0, command=["true"])
+        seen["unknown"] = await call("submit", ntasks=4, command=["true"])
+        seen["waiting"] = await call("submit", wait=True, command=["true"])
+        seen["listed_job"] = await call("status", job_id=["1", "2"])
+        return seen
+
+    seen = drive(tmp_path, steps)
+    # What it lists is what the CLI's parsers say (tools.tool_schemas reads them), every tool.
+    assert seen["tools"] == {t["name"]: t["inputSchema"] for t in tools.tool_schemas()}
+    assert list(seen["tools"]) == list(tools.TOOLS)
+    assert seen["tools"]["submit"]["properties"]["nodes"]["type"] == "integer"
+    assert seen["read_only"] == {"status", "logs", "stacks", "free", "runs"}
+    text, structured, failed = seen["submitted"]
+    assert not failed and structured["exit_code"] == 0, text
+    assert seen["state"] == "COMPLETED"
+    text, _, failed = seen["logs"]
+    assert not failed and text.splitlines()[0] == "hello from 1", text
+    text, _, failed = seen["cancel"]
+    assert not failed, text
+    assert json.loads(run_hpcjax("status", seen["sleeper"], "--json", cwd=tmp_path).stdout)["state"] == "CANCELLED"
+    text, _, failed = seen["free"]
+    assert not failed and "gpu" in {row["partition"] for row in json.loads(text.split("\n[stderr]")[0])}, text
+    text, _, failed = seen["runs"]
+    assert not failed and "by-an-agent" in text, text
+    # A bad value: the CLI's refusal, word for word, with its hint and exit status 2; nothing submitted.
+    text, structured, failed = seen["zero_nodes"]
+    by_hand = run_hpcjax("submit", "--nodes=0", "--", "true", cwd=tmp_path)
+    assert failed and structured["exit_code"] == by_hand.returncode == 2
+    assert structured["stderr"] == by_hand.stderr and "hint:" in by_hand.stderr, text
+    # What no tool takes is refused before anything runs: its name, and what would be valid.
+    text, structured, failed = seen["unknown"]
+    assert failed and structured is None
+    assert "error: tool submit takes no argument 'ntasks'" in text and "its arguments are: nodes, " in text, text
+    text, _, failed = seen["waiting"]
+    assert failed and "takes no argument 'wait'" in text and "call status until it has ended" in text, text
+    text, _, failed = seen["listed_job"]
+    assert failed and "job_id is a list" in text, text
+    rows = json.loads(run_hpcjax("runs", "--json", cwd=tmp_path).stdout)
+    assert len(rows) == 2, rows  # the agent's two jobs, none of the refused ones
