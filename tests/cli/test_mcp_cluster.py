@@ -102,3 +102,47 @@ def test_an_agent_submits_follows_and_cancels_jobs_in_the_clis_words(tmp_path, s
     assert failed and "job_id is a list" in text, text
     rows = json.loads(run_hpcjax("runs", "--json", cwd=tmp_path).stdout)
     assert len(rows) == 2, rows  # the agent's two jobs, none of the refused ones
+
+
+def test_an_agent_on_a_laptop_drives_the_cluster_over_ssh(laptop, ssh_cluster, monkeypatch):
+    """The server where the agent is, a laptop without SLURM; its verbs reach the dev cluster through the
+    tests' sshd ($HPCJAX_CLUSTER names the profile, as a user's shell would)."""
+    monkeypatch.setenv("HPCJAX_PROFILES", str(ssh_cluster.profiles(laptop / "profiles.toml")))
+    monkeypatch.setenv("HPCJAX_CLUSTER", "devcluster")
+
+    async def steps(call, session):
+        seen = {"submitted": await call("submit", nodes=2, command=["bash", "-c", "echo on $SLURMD_NODENAME"])}
+        job = seen["submitted"][1]["stdout"].split()[0]
+        deadline, state = time.monotonic() + 90, ""
+        while state not in ("COMPLETED", "FAILED") and time.monotonic() < deadline:
+            text, _, failed = await call("status", job_id=job, json=True)
+            assert not failed, text
+            state = json.loads(text.split("\n[stderr]")[0])["state"]
+            await anyio.sleep(1)
+        seen["state"], seen["logs"] = state, await call("logs", job_id=job)
+        return seen
+
+    seen = drive(laptop, steps)
+    text, _, failed = seen["submitted"]
+    assert not failed, text
+    assert seen["state"] == "COMPLETED"
+    text, _, failed = seen["logs"]
+    assert not failed and "[rank 0 node1] on node1" in text and "[rank 1 node2] on node2" in text, text
+
+
+@pytest.mark.jax
+def test_an_agent_runs_a_job_on_this_machines_cpu(tmp_path, hpcjax_home):
+    """The local backend (no cluster): the same tools, the job on this machine's CPU."""
+    async def steps(call, session):
+        text, structured, failed = await call("submit", backend="local", gpus_per_node=2,
+                                              command=["bash", "-c", "echo hello from $SLURM_PROCID"])
+        assert not failed, text
+        job, deadline, state = structured["stdout"].split()[0], time.monotonic() + 60, ""
+        while state != "COMPLETED" and time.monotonic() < deadline:
+            state = json.loads((await call("status", job_id=job, json=True))[1]["stdout"])["state"]
+            await anyio.sleep(0.2)
+        return state, await call("logs", job_id=job)
+
+    state, (text, _, failed) = drive(tmp_path, steps)
+    assert state == "COMPLETED"
+    assert not failed and "[rank 0 local0] hello from 0" in text and "[rank 1 local0] hello from 1" in text, text
