@@ -71,6 +71,7 @@ def test_a_hang_seen_on_another_node_and_a_rank_that_aborts_leave_124_on_the_hel
     assert sacct == "124:0", sacct
 
 
+@pytest.mark.waits  # a hang waited out: 6 CPU-s in 18 s alone
 def test_a_trainer_run_whose_rank_3_hangs_ends_by_itself(shared_storage, hpcjax_home):
     api_cases.trainer_hang("slurm", shared_storage, 2, 2, "node2")
 

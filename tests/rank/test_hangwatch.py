@@ -178,6 +178,7 @@ def test_a_rank_that_aborts_once_the_hang_is_declared_leaves_the_hang_as_the_job
 
 
 @pytest.mark.jax
+@pytest.mark.waits  # a hang waited out: 6 CPU-s in 24 s alone
 def test_a_rank_stuck_in_native_code_holding_pythons_lock_is_named_with_its_node(tmp_path, hpcjax_home):
     """Rank 3 cannot run its watch (it holds Python's lock in C): the others answer, and the rank that
     saw the hang names it, on the node the layout placed it, after waiting for it (GRACE_S)."""
@@ -198,6 +199,7 @@ def test_a_rank_stuck_at_the_same_step_is_named_by_its_stack(tmp_path, hpcjax_ho
 
 
 @pytest.mark.jax
+@pytest.mark.waits  # slow steps and a long save waited out: 7 CPU-s in 22 s alone
 def test_a_healthy_job_with_slow_evaluations_and_a_long_save_is_not_ended(tmp_path, hpcjax_home):
     run, outcome, _ = local_job(tmp_path, "irregular")
     assert outcome.ok, outcome.report()
@@ -206,6 +208,7 @@ def test_a_healthy_job_with_slow_evaluations_and_a_long_save_is_not_ended(tmp_pa
 
 
 @pytest.mark.jax
+@pytest.mark.waits  # a hang at exit waited out: 5 CPU-s in 15 s alone
 def test_a_job_whose_ranks_all_finished_then_hung_at_exit_is_named_for_what_it_is(tmp_path, hpcjax_home):
     """Every rank did its work, then hung in an exit handler (JAX's distributed shutdown runs
     there): no rank is blamed, and the report says the work was done."""
