@@ -1,7 +1,7 @@
 """`hpcjax mcp` driven by the MCP SDK's own client over stdio (a real `hpcjax mcp` process, the
 protocol's real handshake), against the dev cluster: the tools it lists are the CLI's parsers', a job
-submitted through it runs and is followed with status and logs, another is cancelled, `free` and
-`runs` answer, and a bad value, an unknown argument or a left-out option is refused in the CLI's own
+submitted through it runs and is followed with status and logs, another's stack is taken and it is
+cancelled, `free` and `runs` answer, `report` refuses a missing run as the CLI does, and a bad value, an unknown argument or a left-out option is refused in the CLI's own
 words, nothing submitted."""
 
 from __future__ import annotations
@@ -17,6 +17,10 @@ import pytest
 from conftest import run_hpcjax
 
 pytestmark = [pytest.mark.cluster]
+
+
+# A rank that sleeps in a function of its own, for its stack to name.
+SLEEPER = "import time\ndef sleeps_here():\n    time.sleep(300)\nsleeps_here()\n"
 
 
 def drive(cwd, steps):
@@ -58,11 +62,20 @@ def test_an_agent_submits_follows_and_cancels_jobs_in_the_clis_words(tmp_path, s
             await anyio.sleep(0.5)
         seen["state"] = state
         seen["logs"] = await call("logs", job_id=job, rank=1)
-        sleeper = (await call("submit", gpus_per_node=1, command=["sleep", "300"]))[1]["stdout"].split()[0]
+        sleeper = (await call("submit", gpus_per_node=1, job_name="sleeper",
+                              command=[sys.executable, "-c", SLEEPER]))[1]["stdout"].split()[0]
+        deadline, stacks = time.monotonic() + 60, ("", None, True)
+        while time.monotonic() < deadline:  # its rank up and asleep: its stack shows where
+            stacks = await call("stacks", job_id=sleeper, json=True)
+            if not stacks[2] and "sleeps_here" in stacks[0]:
+                break
+            await anyio.sleep(1)
+        seen["stacks"] = stacks
         seen["cancel"] = await call("cancel", job_id=sleeper)
         seen["sleeper"] = sleeper
         seen["free"] = await call("free", json=True)
         seen["runs"] = await call("runs", json=True)
+        seen["report"] = await call("report", run_dir=[str(tmp_path / "no-such-run")])
         seen["zero_nodes"] = await call("submit", nodes=0, command=["true"])
         seen["unknown"] = await call("submit", ntasks=4, command=["true"])
         seen["waiting"] = await call("submit", wait=True, command=["true"])
@@ -80,6 +93,8 @@ def test_an_agent_submits_follows_and_cancels_jobs_in_the_clis_words(tmp_path, s
     assert seen["state"] == "COMPLETED"
     text, _, failed = seen["logs"]
     assert not failed and text.splitlines()[0] == "hello from 1", text
+    text, _, failed = seen["stacks"]
+    assert not failed and "sleeps_here" in text, text
     text, _, failed = seen["cancel"]
     assert not failed, text
     assert json.loads(run_hpcjax("status", seen["sleeper"], "--json", cwd=tmp_path).stdout)["state"] == "CANCELLED"
@@ -87,6 +102,9 @@ def test_an_agent_submits_follows_and_cancels_jobs_in_the_clis_words(tmp_path, s
     assert not failed and "gpu" in {row["partition"] for row in json.loads(text.split("\n[stderr]")[0])}, text
     text, _, failed = seen["runs"]
     assert not failed and "by-an-agent" in text, text
+    text, structured, failed = seen["report"]
+    by_hand = run_hpcjax("report", str(tmp_path / "no-such-run"), cwd=tmp_path)
+    assert failed and structured["exit_code"] == by_hand.returncode != 0 and structured["stderr"] == by_hand.stderr
     # A bad value: the CLI's refusal, word for word, with its hint and exit status 2; nothing submitted.
     text, structured, failed = seen["zero_nodes"]
     by_hand = run_hpcjax("submit", "--nodes=0", "--", "true", cwd=tmp_path)
