@@ -7,7 +7,6 @@ words, nothing submitted."""
 from __future__ import annotations
 
 import json
-import os
 import sys
 import time
 
@@ -15,32 +14,13 @@ import anyio
 import pytest
 
 from conftest import run_hpcjax
+from mcp_client import drive
 
 pytestmark = [pytest.mark.cluster]
 
 
 # A rank that sleeps in a function of its own, for its stack to name.
 SLEEPER = "import time\ndef sleeps_here():\n    time.sleep(300)\nsleeps_here()\n"
-
-
-def drive(cwd, steps):
-    """steps(call, session) run against one `hpcjax mcp` server started in cwd; call(tool, **arguments)
-    answers (text, structured content, is_error)."""
-    from mcp import ClientSession, StdioServerParameters, stdio_client
-
-    async def session_run():
-        server = StdioServerParameters(command=sys.executable, args=["-m", "hpcjax", "mcp"], env=dict(os.environ),
-                                       cwd=str(cwd))
-        async with stdio_client(server) as (read, write), ClientSession(read, write) as session:
-            await session.initialize()
-
-            async def call(tool, **arguments):
-                result = await session.call_tool(tool, arguments)
-                return result.content[0].text, result.structured_content, result.is_error
-
-            return await steps(call, session)
-
-    return anyio.run(session_run)
 
 
 def test_an_agent_submits_follows_and_cancels_jobs_in_the_clis_words(tmp_path, slurm_cluster, hpcjax_home):

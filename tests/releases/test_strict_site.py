@@ -17,7 +17,7 @@ import sys
 
 import pytest
 
-from releases_support import hpcjax_on, on_release
+from releases_support import ON, hpcjax_on, on_release
 
 pytestmark = [pytest.mark.cluster, pytest.mark.xdist_group("release-strict")]
 
@@ -136,3 +136,33 @@ def test_the_python_api_is_refused_in_words_or_runs_under_its_account(release, r
     ran = on_release(STRICT, sys.executable, str(program), "physics", str(shared_storage / "calls"),
                      cwd=shared_storage, timeout=300)
     assert "ran under physics" in ran.stdout, ran.stdout + ran.stderr[-2000:]
+
+
+@pytest.mark.parametrize("release", [STRICT])
+def test_an_agent_meets_the_sites_refusal_in_its_words_and_then_runs_with_what_it_asks(release, release_cluster,
+                                                                                       tmp_path, hpcjax_home):
+    """`hpcjax mcp` on the strict site's login side, driven by the MCP SDK's client: a job without an
+    account is the site's refusal with hpcjax's hint, nothing queued; with the account it runs."""
+    import time
+
+    import anyio
+    from mcp_client import drive
+
+    async def steps(call, session):
+        queued = queue_size()
+        refused = await call("submit", nodes=1, gpus_per_node=1, command=["true"])
+        left = queue_size() - queued
+        done = await call("submit", nodes=1, gpus_per_node=1, account="physics", time="00:05:00", command=["true"])
+        job, state, deadline = done[1]["stdout"].split()[0], "", time.monotonic() + 60
+        while state != "COMPLETED" and time.monotonic() < deadline:
+            state = json.loads((await call("status", job_id=job, json=True))[1]["stdout"])["state"]
+            await anyio.sleep(0.5)
+        return refused, left, done, state
+
+    (text, structured, failed), left, done, state = drive(
+        tmp_path, steps, server=["bash", str(ON), STRICT, "--", sys.executable, "-m", "hpcjax", "mcp"])
+    assert failed and structured["exit_code"] == 1 and left == 0, text
+    assert "this site needs an account on every job: give --account" in text, text
+    assert "hint: the site's own submit rules refused the job" in text, text
+    assert not done[2], done[0]
+    assert state == "COMPLETED"
