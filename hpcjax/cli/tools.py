@@ -59,6 +59,7 @@ def schema_of(action: argparse.Action) -> dict:
         kind = {"type": "string"}
     if action.choices:
         kind["enum"] = list(action.choices)
+    # the help as `--help` shows it (argparse's own expansion of %(default)s and the like)
     said = argparse.HelpFormatter("hpcjax")._expand_help(action) if action.help else ""
     if isinstance(action, argparse._StoreFalseAction):
         said = f"false: {action.option_strings[0]} ({said})" if said else f"false: {action.option_strings[0]}"
@@ -106,6 +107,11 @@ def command_line(verb: str, arguments: dict) -> list[str]:
         missing.append(COMMAND)
     if missing:
         raise UsageError(f"tool {verb} needs {', '.join(missing)}", f"its arguments are: {', '.join(valid)}")
+    positionals = [dest for dest, a in actions.items() if not a.option_strings]
+    for earlier, later in zip(positionals, positionals[1:]):
+        if arguments.get(later) is not None and arguments.get(earlier) is None:  # the words would shift left
+            raise UsageError(f"tool {verb}: {later} is given without {earlier}",
+                             f"give {earlier} too: they are read in turn ({' '.join(positionals)})")
     options, after = [], []
     for dest, action in actions.items():
         if dest not in arguments or arguments[dest] is None:

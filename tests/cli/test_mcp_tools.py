@@ -84,6 +84,14 @@ def test_what_the_schema_does_not_allow_is_refused_before_anything_runs(argument
     assert refused.value.message == said and refused.value.hint.startswith(hint)
 
 
+def test_a_later_word_without_the_one_before_it_is_refused_not_shifted():
+    with pytest.raises(UsageError) as refused:  # `runs -- 42` would read 42 as what to do
+        tools.command_line("runs", {"job": "42"})
+    assert refused.value.message == "tool runs: job is given without what"
+    assert refused.value.hint == "give what too: they are read in turn (what job)"
+    assert read_back("runs", tools.command_line("runs", {"what": "show", "job": "42"})).job == "42"
+
+
 def test_a_left_out_option_says_why_and_what_to_do_instead():
     with pytest.raises(UsageError) as refused:
         tools.command_line("logs", {"job_id": "1", "follow": True})
