@@ -46,9 +46,14 @@ def offered(verb: str, parser: argparse.ArgumentParser) -> list[argparse.Action]
             and a.dest not in LEFT_OUT.get(verb, {})]
 
 
+def takes_many(action: argparse.Action) -> bool:
+    """Whether the option takes a list: given several times (--env A --env B), or several words."""
+    return isinstance(action, argparse._AppendAction) or action.nargs in ("+", "*")
+
+
 def schema_of(action: argparse.Action) -> dict:
     """One option as JSON Schema: its type, the values it takes, its help."""
-    many = isinstance(action, argparse._AppendAction) or action.nargs in ("+", "*")
+    many = takes_many(action)
     if isinstance(action, (argparse._StoreTrueAction, argparse._StoreFalseAction)):
         kind: dict = {"type": "boolean"}
     elif action.type in WHOLE_NUMBERS:
@@ -74,8 +79,9 @@ def tool_schemas() -> list[dict]:
     tools = []
     for verb in TOOLS:
         parser = verb_parser(verb)
-        properties = {a.dest: schema_of(a) for a in offered(verb, parser)}
-        required = [a.dest for a in offered(verb, parser) if not a.option_strings and a.nargs not in ("?", "*")]
+        taken = offered(verb, parser)
+        properties = {a.dest: schema_of(a) for a in taken}
+        required = [a.dest for a in taken if not a.option_strings and a.nargs not in ("?", "*")]
         if parser.get_default("takes_command"):
             properties[COMMAND] = {"type": "array", "items": {"type": "string"}, "minItems": 1,
                                    "description": "the job's command, one word each (what follows `--`)"}
@@ -118,16 +124,15 @@ def command_line(verb: str, arguments: dict) -> list[str]:
             continue
         value = arguments[dest]
         if not action.option_strings:
-            after += _words(verb, dest, value, many=action.nargs in ("+", "*"))
+            after += _words(verb, dest, value, many=takes_many(action))
         elif isinstance(action, (argparse._StoreTrueAction, argparse._StoreFalseAction)):
             if not isinstance(value, bool):
                 raise UsageError(f"tool {verb}: {dest} is {value!r}, not true or false", f"give {dest}: true or false")
             if value != action.default:  # the flag changes it: true for --json, false for --no-bind-hpcjax
                 options.append(action.option_strings[-1])
         else:
-            many = isinstance(action, argparse._AppendAction) or action.nargs in ("+", "*")
             flag = action.option_strings[-1] if action.option_strings[-1].startswith("--") else action.option_strings[0]
-            options += [f"{flag}={word}" for word in _words(verb, dest, value, many)]
+            options += [f"{flag}={word}" for word in _words(verb, dest, value, takes_many(action))]
     if takes_command:
         after = _words(verb, COMMAND, arguments[COMMAND], many=True)
     return [verb, *options, *(["--", *after] if after else [])]
