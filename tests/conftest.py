@@ -97,6 +97,9 @@ def pytest_collection_modifyitems(config, items):
         item.user_properties.append(("tier", next(t for t in reversed(TIERS) if item.get_closest_marker(t))))
         if item.get_closest_marker("waits"):
             item.user_properties.append(("budget", "waits"))
+        elif (group_of(item) or "").startswith(RELEASE_GROUP):
+            item.add_marker(pytest.mark.releases)
+            item.user_properties.append(("budget", "releases"))
     items[:] = groups_spread_out(jax_files_spread_out(items))
 
 
@@ -139,7 +142,8 @@ def group_of(item) -> str | None:
 # balance the workers' ends.
 GROUPS_SPAN = 0.85
 # The xdist groups whose tests mostly wait on SLURM: the seam matrix's cells, another release's cluster.
-WAITING_GROUPS = ("cluster-", "release-")
+RELEASE_GROUP = "release-"
+WAITING_GROUPS = ("cluster-", RELEASE_GROUP)
 
 
 def groups_spread_out(items: list) -> list:
