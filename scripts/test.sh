@@ -23,11 +23,14 @@ echo "test.sh: installing hpcjax and its dependencies (uv, in the background)" >
 # Once installed, still beside the cluster's start: hpcjax compiled once for every `python -m hpcjax`
 # the tests start (with PYTHONDONTWRITEBYTECODE set, each would compile the package again), and the
 # test modules' rewritten asserts written once by a collection (on a fresh clone each worker of the
-# first tier rewrote them all, at once: 2.8 CPU-s each here); either failing only costs that time.
+# first tier rewrote them all, at once: 2.8 CPU-s each here), and matplotlib's font cache built once
+# (on a bare machine the first tier's workers each built it: the tier took 37 s there, 29-33 s with it
+# built); any of them failing only costs that time.
 { python3 -m pip install -q --disable-pip-version-check --root-user-action=ignore uv &&
   python3 -m uv pip install -q --compile-bytecode --python "$(python3 -c "import sys; print(sys.executable)")" \
     --config-settings editable_mode=compat -e ".[test,docs]" &&
-  { python3 -m compileall -q hpcjax >/dev/null; python3 -m pytest -q --collect-only -p no:cacheprovider >/dev/null || true; }
+  { python3 -m compileall -q hpcjax >/dev/null; python3 -m pytest -q --collect-only -p no:cacheprovider >/dev/null || true
+    python3 -c "import matplotlib.font_manager" >/dev/null 2>&1 || true; }
 } >"$install_log" 2>&1 &
 install_pid=$!
 # Shellcheck lints every rendered script; Charliecloud (ch-run) runs the container tests
