@@ -135,21 +135,19 @@ lane_log=$(mktemp /tmp/hpcjax-waits.XXXXXX)
 HPCJAX_TEST_LANE=waits python3 -m pytest -ra -p no:cacheprovider -m "waits and not pure and not serial" "$@" \
   >"$lane_log" 2>&1 &
 lane_pid=$!
-# The second lane (marker second_lane), one test at a time beside the main run: the seam matrix's
-# cells (they wait on SLURM: requeues, follows, cancels; its hang jobs wait out their five-minute floor
-# while the lane runs the others), a few tests measured at under half a CPU-second per second, and the
-# other releases' tests (tests/releases, on the clusters started above), which wait for their
-# cluster's start (4-5 minutes on a bare machine) and then mostly for its jobs. On the main run's
-# workers they held a worker each while they waited (about 1,100 s of its test time, CI of a94ebf9).
-second_log=$(mktemp /tmp/hpcjax-second-lane.XXXXXX)
-HPCJAX_TEST_LANE=second_lane python3 -m pytest -ra -p no:cacheprovider -m "second_lane and not waits and not pure and not serial" \
-  "$@" >"$second_log" 2>&1 &
-second_pid=$!
-tier -ra -n 3 --dist loadgroup --no-loadscope-reorder -m "not pure and not serial and not waits and not second_lane" "$@"
+# The other releases' tests (marker releases: tests/releases, on the clusters started above) in a
+# second lane, one after another: they wait for their cluster's start (4-5 minutes on a bare machine)
+# and then mostly for its jobs, and on the main run's workers they held a worker each while they did
+# (525 s of its test time, CI of a94ebf9).
+releases_log=$(mktemp /tmp/hpcjax-releases-lane.XXXXXX)
+HPCJAX_TEST_LANE=releases python3 -m pytest -ra -p no:cacheprovider -m "releases and not waits and not pure and not serial" \
+  "$@" >"$releases_log" 2>&1 &
+releases_pid=$!
+tier -ra -n 3 --dist loadgroup --no-loadscope-reorder -m "not pure and not serial and not waits and not releases" "$@"
 wait "$lane_pid" || counted $?
 cat "$lane_log" && rm -f "$lane_log"
-wait "$second_pid" || counted $?
-cat "$second_log" && rm -f "$second_log"
+wait "$releases_pid" || counted $?
+cat "$releases_log" && rm -f "$releases_log"
 tier -ra -m serial "$@"
 wait  # the image build and the cluster user, if a selection of tests (-k) ended before them
 if [ -n "${HPCJAX_TEST_IMAGE_BUILD:-}" ]; then rm -rf "$HPCJAX_TEST_IMAGE_BUILD"; fi

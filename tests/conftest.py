@@ -97,22 +97,10 @@ def pytest_collection_modifyitems(config, items):
         item.user_properties.append(("tier", next(t for t in reversed(TIERS) if item.get_closest_marker(t))))
         if item.get_closest_marker("waits"):
             item.user_properties.append(("budget", "waits"))
-        elif group_of(item) in SECOND_LANE_GROUPS or (group_of(item) or "").startswith(RELEASE_GROUP):
-            item.add_marker(pytest.mark.second_lane)
-        if item.get_closest_marker("second_lane"):
-            item.user_properties.append(("budget", "second_lane"))
+        elif (group_of(item) or "").startswith(RELEASE_GROUP):
+            item.add_marker(pytest.mark.releases)
+            item.user_properties.append(("budget", "releases"))
     items[:] = groups_spread_out(jax_files_spread_out(items))
-    if os.environ.get("HPCJAX_TEST_LANE") == "second_lane":
-        items.sort(key=second_lane_order)
-
-
-def second_lane_order(item) -> int:
-    """In the second lane the seam matrix's cells first (its hang jobs wait out their floor while the
-    lane runs the other cells), the releases' tests last: on a bare machine their clusters are still
-    being built for the lane's first 4-5 minutes (the tests wait for them), and what runs first
-    uses that time."""
-    group = group_of(item) or ""
-    return 0 if group in SECOND_LANE_GROUPS else 2 if group.startswith(RELEASE_GROUP) else 1
 
 
 def tier_of(item) -> str:
@@ -155,11 +143,7 @@ def group_of(item) -> str | None:
 GROUPS_SPAN = 0.85
 # The xdist groups whose tests mostly wait on SLURM: the seam matrix's cells, another release's cluster.
 RELEASE_GROUP = "release-"
-WAITING_GROUPS = ("seam-", RELEASE_GROUP)
-# The xdist groups that run in the second lane (marker second_lane) beside the other releases' tests:
-# the seam matrix's cells, whose hang jobs wait out the watch's default floor (five minutes) while the
-# lane runs the other cells (tests/seams/test_seam_matrix.py).
-SECOND_LANE_GROUPS = ("seam-cells",)
+WAITING_GROUPS = ("cluster-", RELEASE_GROUP)
 
 
 def groups_spread_out(items: list) -> list:

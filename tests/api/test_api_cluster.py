@@ -26,7 +26,6 @@ def preempt(job, run_dir):
     slurmctl.run_slurm(["scancel", "--signal=USR2", job])
 
 
-@pytest.mark.second_lane  # mostly waits on SLURM: 7.8 CPU-s in 17.8 s alone
 def test_a_preempted_job_is_resubmitted_and_resumes_from_its_checkpoint(shared_storage, hpcjax_home):
     api_cases.resume_after_failure("slurm", shared_storage, preempt)
 

@@ -58,7 +58,6 @@ def sent(stderr: str) -> tuple[int, int]:
     return int(match[1]), int(match[2])
 
 
-@pytest.mark.second_lane  # mostly waits on SLURM: 6.8 CPU-s in 15.0 s alone
 def test_submit_from_a_laptop_ships_the_tree_runs_its_snapshot_and_follows_it(laptop, ssh_cluster):
     profiles = ssh_cluster.profiles(laptop / "profiles.toml")
     repo = laptop_repository(laptop, "1")

@@ -9,8 +9,6 @@ from __future__ import annotations
 import json
 import subprocess
 
-import pytest
-
 from conftest import SHARED_MACHINE_PROFILE, run_hpcjax
 from pages.test_report import chromium
 
@@ -58,7 +56,6 @@ def test_an_image_that_is_not_there_is_refused_before_any_job(shared_storage, sl
     assert json.loads(run_hpcjax("runs", "--json").stdout) == []
 
 
-@pytest.mark.second_lane  # mostly waits on SLURM: 4.7 CPU-s in 14.3 s alone
 def test_jobs_that_all_fail_at_once_end_the_check_with_each_cause_not_a_silent_wait(shared_storage, slurm_cluster,
                                                                                   hpcjax_home):
     """Issue 63: a runtime the nodes do not have (apptainer: an image file that is here, a runtime

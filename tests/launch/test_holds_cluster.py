@@ -121,7 +121,6 @@ SAVES_ON_TERM = [sys.executable, "-c", "import pathlib, signal, sys, time\n"
                  "signal.signal(signal.SIGTERM, save)\nprint('ready', flush=True)\ntime.sleep(300)"]
 
 
-@pytest.mark.second_lane  # mostly waits on SLURM: 1.0 CPU-s in 7.0 s alone
 def test_release_returns_once_the_hold_is_gone_though_its_job_takes_seconds_to_stop(tmp_path, slurm_cluster,
                                                                                     hpcjax_home):
     """A job in the hold that saves on SIGTERM (as `hpcjax train` does) keeps the hold COMPLETING for

@@ -19,26 +19,44 @@ import pytest
 
 from conftest import shared_directory
 from entries import ENTRY, Started
-from matrix import CELLS, name
+from matrix import CELLS, cost, name
 from targets import RANKS, Held, Local, Slurm, Ssh
 
 FINAL = {"watch": "COMPLETED", "follow": "COMPLETED", "stacks": "COMPLETED", "requeue": "COMPLETED",
          "cancel": "CANCELLED", "hang_short": "FAILED", "hang_default": "FAILED"}
-# Every cell's xdist group: one, run in the second lane (tests/conftest.py, marker second_lane) one cell at
-# a time beside the main run. It was three groups on the main run's workers, balanced by cost (matrix.py)
-# with the first holding the hang_default cells' five-minute wait; in the lane the cells cost the main
-# run nothing while they wait on SLURM (requeues, follows, cancels), and the hang jobs' five minutes pass
-# while the lane runs the other cells.
-GROUP = "seam-cells"
-# Cells that only wait for the hang watch's default floor: started together by the first test of the
-# group and followed through by its last, not by test_seam.
+GROUPS = ("cluster-a", "cluster-b", "cluster-c")
+# Cells that only wait for the hang watch's default floor: started together by the first test of
+# group cluster-a and followed through by its last, not by test_seam.
 WAITING_TOGETHER = [cell for cell in CELLS if cell["follow_up"] == "hang_default"]
+# In the cost units of matrix.py: the hang_default jobs end about 330 s after they start, and group
+# cluster-a should be busy until then. With 120 (CI 17: 572 units took 226 s), once the probe requeues
+# went to the waits lane, cluster-a's cells (510 units) took 225 s and its last test waited 107 s for
+# the jobs; at about 2.3 units a second, 450 gave it ~730 units (~320 s) and the others ~280 each.
+# Once the probes' hang_short cells went to the waits lane too (288 units), 590 keeps it at ~730.
+HANG_WAIT_CREDIT = 590
 # Cells that mostly wait: a probe requeued by SLURM waits out cred_expire (20 s) before its next attempt
 # (trainer-ssh-requeue: 7 CPU-s in 27 s alone), and a probe's hang waited out to the watch's short
 # floor (submit-local-hang_short: 3 CPU-s in 14 s alone; 7 cells, 28 CPU-s in 107 s). They run in the
 # waits lane (scripts/test.sh), off the main run's workers; a training run's requeue or hang
 # (train-slurm-requeue: 33 CPU-s in 39 s; train-ssh-hang_short: 21 CPU-s in 26 s) stays there.
 IN_THE_LANE = [cell for cell in CELLS if cell["follow_up"] in ("requeue", "hang_short") and cell["entry"] != "train"]
+
+
+def groups_by_cost() -> dict[str, str]:
+    """Each cell's xdist group: the costliest first, each to the group with the least so far. The
+    hang_default cells' five minutes pass while the first group runs its cells, so it starts with
+    a credit: in CI 17 its cells took 226 s and its last test then waited 86 s for the hang jobs."""
+    load = dict.fromkeys(GROUPS, 0)
+    load[GROUPS[0]] = -HANG_WAIT_CREDIT
+    chosen = {}
+    for cell in sorted((c for c in CELLS if c not in WAITING_TOGETHER + IN_THE_LANE), key=cost, reverse=True):
+        group = min(load, key=load.get)
+        chosen[name(cell)] = group
+        load[group] += cost(cell)
+    return chosen
+
+
+GROUP_OF = groups_by_cost()
 
 
 def params():
@@ -49,7 +67,7 @@ def params():
         if cell in IN_THE_LANE:
             yield pytest.param(cell, id=name(cell), marks=[tier, pytest.mark.waits])
         else:
-            yield pytest.param(cell, id=name(cell), marks=[tier, pytest.mark.xdist_group(GROUP)])
+            yield pytest.param(cell, id=name(cell), marks=[tier, pytest.mark.xdist_group(GROUP_OF[name(cell)])])
 
 
 @pytest.fixture
@@ -72,7 +90,7 @@ def target(request, tmp_path):
 @pytest.fixture(scope="module")
 def hang_default_running(slurm_cluster):
     """The hang_default cells' shared storage and started jobs, (cell, target, Started) each: the
-    first test of the group starts them, its last follows them through. Any still there at
+    first test of group cluster-a starts them, its last follows them through. Any still there at
     the module's end (the last test failed or was not selected) are cancelled."""
     cells = SimpleNamespace(storage=shared_directory("seam-hang-default"), running=[])
     yield cells
@@ -88,16 +106,16 @@ def start_hang_default_cells(cells: SimpleNamespace) -> None:
                                                                   target.release_path(f"release-{name(cell)}"))))
 
 
-@pytest.mark.xdist_group(GROUP)
+@pytest.mark.xdist_group(GROUPS[0])
 def test_seam_hang_default_cells_start_together(hang_default_running):
     """The hang_default cells (a plain script's and a Trainer's, each ending only at the watch's
     300 s floor) start at once, here, and are followed through by the last test of their group
     (test_seam_hang_default_cells_end_at_the_floor): the same cells as test_seam would run, but
-    their five minutes are spent while the lane runs the group's other cells, not waited out.
+    their five minutes are spent while their worker runs the group's other cells, not waited out.
 
-    Defined first, so it starts its group: the other cells and the main run's tests submit jobs that
-    fit beside them (the jobs ask a two-hour limit, so that SLURM's backfill starts the tests'
-    one-hour jobs beside them: entries.walltime)."""
+    Defined first, so it starts its group and the run: the other workers run the other groups'
+    cells, two-rank jobs that fit beside it (the jobs ask a two-hour limit, so that SLURM's
+    backfill starts the tests' one-hour jobs beside them: entries.walltime)."""
     assert len(WAITING_TOGETHER) == 2, WAITING_TOGETHER
     start_hang_default_cells(hang_default_running)
     assert all(started.job for _, _, started in hang_default_running.running)
@@ -109,9 +127,9 @@ def test_seam(cell, target):
     follow_through(cell, target, ENTRY[cell["entry"]](target, cell["follow_up"], release))
 
 
-@pytest.mark.xdist_group(GROUP)
+@pytest.mark.xdist_group(GROUPS[0])
 def test_seam_hang_default_cells_end_at_the_floor(hang_default_running):
-    """The last of the group: the hang_default cells started by its first test, each
+    """The last of group cluster-a: the hang_default cells started by its first test, each
     followed through (started here, if that test did not run: -k)."""
     if not hang_default_running.running:
         start_hang_default_cells(hang_default_running)
