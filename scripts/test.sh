@@ -24,8 +24,9 @@ echo "test.sh: installing hpcjax and its dependencies (uv, in the background)" >
 # the tests start (with PYTHONDONTWRITEBYTECODE set, each would compile the package again), and the
 # test modules' rewritten asserts written once by a collection (on a fresh clone each worker of the
 # first tier rewrote them all, at once: 2.8 CPU-s each here), and matplotlib's font cache built once
-# (on a bare machine the first tier's workers each built it: the tier took 37 s there, 29-33 s with it
-# built); any of them failing only costs that time.
+# (on a bare machine each of the first tier's workers that plots built it; the tier took 37.2 s on one
+# bare run without this, 30.4 s and 39.7 s on two with it: its time varies more than this saves);
+# any of them failing only costs that time.
 { python3 -m pip install -q --disable-pip-version-check --root-user-action=ignore uv &&
   python3 -m uv pip install -q --compile-bytecode --python "$(python3 -c "import sys; print(sys.executable)")" \
     --config-settings editable_mode=compat -e ".[test,docs]" &&
