@@ -142,6 +142,8 @@ def group_of(item) -> str | None:
 # balance the workers' ends.
 GROUPS_SPAN = 0.85
 # The xdist groups whose tests mostly wait on SLURM: the seam matrix's cells, another release's cluster.
+# scripts/test.sh runs the release groups in a lane of their own (marker releases); a plain
+# `pytest -n 3` still runs them on its workers, spread out as below.
 RELEASE_GROUP = "release-"
 WAITING_GROUPS = ("cluster-", RELEASE_GROUP)
 
