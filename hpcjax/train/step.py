@@ -180,7 +180,9 @@ def initial_state(cfg: TrainConfig, mesh, specs, optimizer, replicated) -> tuple
     """Parameters from the seed, the optimizer's state for them, step 0: all in their shardings;
     and how they came (the initialization's program loaded or compiled)."""
     key = jax.random.key(cfg.seed)
-    initialize, how = compiled_program(cfg, "init_params", model.params_initializer(cfg.model, specs, mesh), (key,))
+    options = model.init_compiler_options(cfg.model, jax.devices()[0].platform)
+    initialize, how = compiled_program(cfg, "init_params", model.params_initializer(cfg.model, specs, mesh), (key,),
+                                       options)
     params = initialize(key)  # no collective inside
     line_up("parameters")  # processes compile the initialization at different speeds; collectives follow
     if cfg.strategy in PIPELINES:

@@ -40,20 +40,26 @@ def source_digest() -> str:
     return digest.hexdigest()[:16]
 
 
-def compiled_program(cfg: TrainConfig, name: str, jitted, args: tuple):
-    """(`jitted` compiled for `args`, how it came): the train step, the parameters'
-    initialization, the validation loss. Loaded from the cache directory's executables when an
-    earlier start left one for the same key; else compiled (through JAX's persistent cache,
-    when one is on) and stored for the next start. Each process keeps its own: on the CPU
-    JAX's persistent cache serves process 0 alone (its key holds the process's view of the
-    devices, and only process 0 writes it), so every other process compiled every program at
+def compiled_program(cfg: TrainConfig, name: str, jitted, args: tuple, compiler_options: dict | None = None):
+    """(`jitted` compiled for `args`, with XLA's `compiler_options` when given, how it came): the
+    train step, the parameters' initialization, the validation loss. Loaded from the cache
+    directory's executables when an earlier start left one for the same key; else compiled (through
+    JAX's persistent cache, when one is on) and stored for the next start. Each process keeps its
+    own: on the CPU JAX's persistent cache serves process 0 alone (its key holds the process's view
+    of the devices, and only process 0 writes it), so every other process compiled every program at
     every start."""
+    def build():
+        return jitted.lower(*args).compile(compiler_options=compiler_options)
+
     directory = cfg.compile_cache_dir()
     stats = compile_cache.stats()
     before = (stats.hits, stats.misses) if stats else (0, 0)
     if directory is None:
-        return jitted.lower(*args).compile(), "cold: compiled (no compilation cache: --compile-cache off)"
-    compiled, how = ExecutableStore(directory).compiled(name, jitted, args, program_key(cfg))
+        return build(), "cold: compiled (no compilation cache: --compile-cache off)"
+    program = program_key(cfg)
+    if compiler_options:
+        program["compiler options"] = {k: str(v) for k, v in sorted(compiler_options.items())}
+    compiled, how = ExecutableStore(directory).compiled(name, jitted, args, program, build=build)
     if how.startswith("cold") and stats is not None:
         how += f"; XLA: {stats.describe(before)}"
     return compiled, how

@@ -30,10 +30,12 @@ MODEL = ["--seq-len", "64", "--d-model", "256", "--heads", "8", "--layers", "2",
 # collective counted on the process's device that arrived last) with twice the one-device run's work per
 # process, where 4 took four times as long: 116 s of the serial tier, which is the end of the CI run.
 PER_DEVICE_BATCH = {1: 8, 2: 8}
-# captures at --pace-every 10: steps 17-19, 27-29, 37-39, 47-49; a rank is named after three
-# agreeing captures (train.pace's STREAK), so one capture to spare (80 steps for one device
-# per process gave 7 captures: 30 s more of the serial tier, which nothing else can use)
-STEPS, CAPTURES = 50, 4
+# captures at --pace-every 6 (the least train.config allows: a traced step between captures): steps
+# 9-11, 15-17, 21-23, 27-29 (none in the first interval, which compiles); a rank is named after three
+# agreeing captures (train.pace's STREAK), so one capture to spare. Every 10 steps took 50 for the
+# same four captures: the serial tier, which nothing else can use, is the end of the CI run (80 steps
+# gave 7 captures: 30 s more again).
+STEPS, CAPTURES, EVERY = 30, 4, 6
 
 
 def train(tmp_path, slow: bool, devices_per_process: int = 1):
@@ -42,7 +44,7 @@ def train(tmp_path, slow: bool, devices_per_process: int = 1):
     proc = subprocess.Popen(
         [sys.executable, "-m", "hpcjax", "submit", "--nodes", "2", *layout, "--wait", "--",
          sys.executable, "-m", "hpcjax", "train", "--strategy", "dp", "--steps", str(STEPS),
-         "--pace-every", "10", "--checkpoint-every", "0", "--run-dir", str(run_dir), *MODEL,
+         "--pace-every", str(EVERY), "--checkpoint-every", "0", "--run-dir", str(run_dir), *MODEL,
          "--batch-size", str(PER_DEVICE_BATCH[devices_per_process] * 2 * devices_per_process)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path, env=os.environ)
     job_id = proc.stdout.readline().strip()

@@ -113,3 +113,18 @@ def test_any_program_using_hpcjax_initialize_gets_the_cache_from_the_environment
     assert runs[0].stdout.splitlines()[0] == runs[1].stdout.splitlines()[0] == "8.0"
     assert "written to the compilation cache" in runs[0].stdout
     assert "from the compilation cache" in runs[1].stdout
+
+
+def test_a_small_models_initialization_is_compiled_unoptimized_on_the_cpu_only():
+    """The rule (train.model): level 0 on the CPU below 8M parameters; XLA's defaults for a bigger
+    model and on a GPU. The compile itself is measured in docs/training.md, not asserted."""
+    import dataclasses
+
+    from hpcjax.train import model
+    from hpcjax.train.config import ModelConfig
+
+    small = ModelConfig(seq_len=64, d_model=64, heads=8, layers=2, d_ff=256)
+    big = dataclasses.replace(small, d_model=1024, d_ff=4096, heads=16)  # 25M parameters
+    assert model.init_compiler_options(small, "cpu") == {"xla_backend_optimization_level": 0}
+    assert model.init_compiler_options(small, "gpu") is None and model.init_compiler_options(small, "cuda") is None
+    assert model.init_compiler_options(big, "cpu") is None
