@@ -16,7 +16,10 @@ pytestmark = pytest.mark.cluster
 
 
 def submit(tmp_path, name: str, *options: str, wait: bool = False):
-    result = run_hpcjax("submit", "--nodes", "2", "--gpus-per-node", "2", *(["--wait"] if wait else []), "--",
+    # 2 processes of 2 GPUs, one per node: what these claims need (a mesh axis across the nodes and
+    # one within), at half the processes (and compiles) of one per GPU, which other tests run
+    result = run_hpcjax("submit", "--nodes", "2", "--gpus-per-node", "2", "--gpus-per-process", "2",
+                        *(["--wait"] if wait else []), "--",
                         sys.executable, "-m", "hpcjax", "train", "--steps", "8", "--checkpoint-every", "0", "--json",
                         "--run-dir", str(tmp_path / name), *MODEL, *options, cwd=tmp_path, timeout=600)
     assert result.returncode == 0, result.stderr
