@@ -23,6 +23,13 @@ MODEL = ["--seq-len", "32", "--d-model", "64", "--heads", "8", "--layers", "1", 
          "--batch-size", "16", "--warmup-steps", "5", "--corpus-bytes", str(1 << 20)]
 
 
+def summary_in(log: str) -> dict:
+    """The JSON summary `hpcjax train --json` prints last on stdout, from a rank's log: the log holds
+    stderr too, where Gloo says it connected when a collective first uses a group of processes,
+    which may come after the summary (one process of 2 GPUs per node did, at the run's end)."""
+    return json.loads([line for line in log.splitlines() if line.startswith("{")][-1])
+
+
 def records(run_dir):
     path = RunDir(run_dir).metrics
     if not path.exists():

@@ -4,7 +4,6 @@ trace of chosen steps, the time to the first step."""
 
 from __future__ import annotations
 
-import json
 import sys
 
 import numpy as np
@@ -12,6 +11,7 @@ import pytest
 
 from hpcjax import launch
 from hpcjax.job.spec import JobSpec, Layout
+from support import summary_in
 from test_train import SMALL, STRATEGY_RTOL, train
 
 pytestmark = pytest.mark.jax  # needs JAX on this machine
@@ -26,8 +26,7 @@ def local_train(tmp_path, name: str, *options: str) -> tuple[dict, str]:
     run = launch.submit(spec, "local")
     run.wait(progress=False).raise_if_failed()
     log = run.logs(rank=0)
-    # the summary is stdout's last line; Gloo's own lines on stderr may come after it in the log
-    return json.loads([line for line in log.splitlines() if line.startswith("{")][-1]), log
+    return summary_in(log), log
 
 
 def test_hybrid_sharding_across_two_nodes_agrees_with_data_parallel(tmp_path, hpcjax_home):

@@ -4,13 +4,12 @@ hybrid sharding on the two nodes."""
 
 from __future__ import annotations
 
-import json
 import sys
 
 import pytest
 
 from conftest import run_hpcjax
-from support import MODEL
+from support import MODEL, summary_in
 
 pytestmark = pytest.mark.cluster
 
@@ -32,7 +31,7 @@ def wait_for(tmp_path, job: str) -> tuple[dict, str]:
     outcome = attach(job).wait(progress=False)
     assert outcome.ok, outcome.report()
     log = run_hpcjax("logs", job, "--rank", "0", cwd=tmp_path).stdout
-    return json.loads(log.strip().splitlines()[-1]), log
+    return summary_in(log), log
 
 
 def test_concurrent_jobs_share_the_cache_and_a_later_job_starts_from_it(tmp_path, slurm_cluster, hpcjax_home):
