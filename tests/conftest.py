@@ -2,6 +2,9 @@
 
 Tiers, by what a test needs (`-m TIER`; docs/development.md has the commands):
   pure       Python alone: no JAX, no cluster, no container (every test not marked otherwise)
+  tools      programs outside Python that take seconds: shellcheck over many scripts, a real Jupyter
+             server (`pytest.mark.tools`); the pure tier is the fast first answer (issue 62: within
+             30 s), and these four were 18 s of its 75 s of test time
   jax        JAX on this machine (in the test, or in the processes it starts), or a build (the
              package's, and its install; the docs site's) (`pytest.mark.jax`)
   cluster    the dev cluster (slurm/devcluster/up.sh): marked by using the `slurm_cluster` fixture
@@ -48,7 +51,7 @@ SHARED_MACHINE = tuple(word for name, value in SHARED_MACHINE_ENV.items() for wo
 SHARED_MACHINE_PROFILE = "env = { " + ", ".join(f'{name} = "{value}"'
                                                  for name, value in SHARED_MACHINE_ENV.items()) + " }"
 DEVCLUSTER_CONF = Path(os.environ.get("HPCJAX_DEVCLUSTER_DIR", "/var/lib/hpcjax-devcluster")) / "etc/slurm.conf"
-TIERS = ("pure", "jax", "cluster", "container")
+TIERS = ("pure", "tools", "jax", "cluster", "container")
 # Four workers were tried (2026-11-27): the main tier took 40 min instead of 46, but the two cores
 # were then so loaded that a JAX process's registration with its coordinator timed out and was
 # retried, and JAX aborted the job (SIGABRT) before the program ran: three it is.
@@ -77,6 +80,7 @@ def pytest_configure(config):
     if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
     for tier, what in (("pure", "Python alone: no JAX, cluster or container (the default)"),
+                       ("tools", "spends its time in programs outside Python (shellcheck, a Jupyter server)"),
                        ("jax", "runs JAX on this machine"), ("container", "needs the Charliecloud test image"),
                        ("serial", "measures timing on an idle machine: run alone, not beside other tests")):
         config.addinivalue_line("markers", f"{tier}: {what}")

@@ -93,6 +93,7 @@ def option_value(name: str):
 option = st.sampled_from(VALUED).flatmap(lambda name: st.tuples(st.just(name), option_value(name)))
 
 
+@pytest.mark.tools  # shellcheck of every generated script: 6.6 s
 @settings(SETTINGS)  # twice as many (issue 24) were 8 s of the pure tier's 100; HPCJAX_EXAMPLES draws more
 @given(options=st.lists(option, max_size=4),
        runtime=st.sampled_from(RUNTIMES),

@@ -45,6 +45,7 @@ def test_a_server_that_says_nothing_is_given_up_on_at_the_deadline():
         silent.kill()
 
 
+@pytest.mark.tools  # a real Jupyter server's start: 5 s
 def test_a_real_jupyter_server_is_said_only_once_it_answers(tmp_path):
     """The last stop's CI failure, kept: jupyter_server 2 prints its address before it listens (it binds
     in its event loop's first turn), so a connection made at once was refused (8 of 8 tries here, run by

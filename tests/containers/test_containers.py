@@ -38,6 +38,7 @@ def image_dir(tmp_path):
     return str(tmp_path / "img")
 
 
+@pytest.mark.tools  # shellcheck of every runtime's script: 2.1 s
 def test_every_runtime_with_hostile_binds_and_values_is_shellcheck_clean(image_dir, tmp_path):
     if shutil.which("shellcheck") is None:
         pytest.fail("shellcheck is not installed; the test command installs it")

@@ -112,6 +112,7 @@ def _specs_for_shellcheck(tmp_path: Path):
     yield JobSpec(command=("python", "train.py"), array=4, array_parallel=2, requeue=1)
 
 
+@pytest.mark.tools  # shellcheck of 21 scripts: 4.7 s
 def test_every_rendered_script_is_shellcheck_and_bash_n_clean(tmp_path):
     if shutil.which("shellcheck") is None:
         pytest.fail("shellcheck is not installed; the test command installs it (apt-get install shellcheck)")
