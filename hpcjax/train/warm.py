@@ -56,10 +56,9 @@ def compiled_program(cfg: TrainConfig, name: str, jitted, args: tuple, compiler_
     before = (stats.hits, stats.misses) if stats else (0, 0)
     if directory is None:
         return build(), "cold: compiled (no compilation cache: --compile-cache off)"
-    program = program_key(cfg)
-    if compiler_options:
-        program["compiler options"] = {k: str(v) for k, v in sorted(compiler_options.items())}
-    compiled, how = ExecutableStore(directory).compiled(name, jitted, args, program, build=build)
+    # The options need no place in the key: they follow from the model's fields and the backend,
+    # both in it, by a rule in the training source, whose digest is in it too.
+    compiled, how = ExecutableStore(directory).compiled(name, jitted, args, program_key(cfg), build=build)
     if how.startswith("cold") and stats is not None:
         how += f"; XLA: {stats.describe(before)}"
     return compiled, how
